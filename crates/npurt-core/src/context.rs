@@ -1,0 +1,187 @@
+//! Contexts: each device has a default context; users may create more. A context owns its
+//! default stream and keeps a registry of the streams created in it, so that tearing a
+//! device down can finish and release all of them.
+
+use crate::error::{DeviceError, Error, Result};
+use crate::executor::DeviceShared;
+use crate::stream::{Stream, StreamInner, LOWEST_PRIORITY};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::Arc;
+
+static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
+static LIVE_CONTEXTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Shared state of a context.
+pub struct ContextInner {
+    pub(crate) id: u64,
+    pub(crate) device: u32,
+    pub(crate) dev: Arc<DeviceShared>,
+    default_stream: Arc<StreamInner>,
+    streams: Mutex<Vec<Arc<StreamInner>>>,
+    alive: AtomicBool,
+    explicit: bool,
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        LIVE_CONTEXTS.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Contexts that exist in this process (for leak checks).
+pub fn live_contexts() -> usize {
+    LIVE_CONTEXTS.load(Relaxed)
+}
+
+impl ContextInner {
+    pub(crate) fn new(dev: Arc<DeviceShared>, explicit: bool) -> Arc<Self> {
+        LIVE_CONTEXTS.fetch_add(1, Relaxed);
+        let id = NEXT_CTX_ID.fetch_add(1, Relaxed);
+        Arc::new_cyclic(|weak| ContextInner {
+            id,
+            device: dev.ordinal,
+            default_stream: StreamInner::new(dev.clone(), weak.clone(), id, 0, true),
+            dev,
+            streams: Mutex::new(Vec::new()),
+            alive: AtomicBool::new(true),
+            explicit,
+        })
+    }
+
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Acquire) && self.dev.is_alive()
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        if !self.dev.is_alive() {
+            return Err(DeviceError::Reset(self.device).into());
+        }
+        if !self.alive.load(Acquire) {
+            return Err(DeviceError::ContextDestroyed(self.id).into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn forget_stream(&self, s: &Arc<StreamInner>) {
+        let mut v = self.streams.lock();
+        let before = v.len();
+        v.retain(|x| !Arc::ptr_eq(x, s));
+        crate::stream::count_user_streams(v.len() as isize - before as isize);
+    }
+
+    /// User streams still registered (not destroyed).
+    pub(crate) fn stream_count(&self) -> usize {
+        self.streams.lock().len()
+    }
+
+    /// Waits for all streams of this context; true if all finished before `deadline`.
+    pub(crate) fn wait_all(&self, deadline: Option<std::time::Instant>) -> bool {
+        let streams: Vec<_> = self.streams.lock().clone();
+        std::iter::once(&self.default_stream).chain(streams.iter()).all(|s| {
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            s.wait_all(left)
+        })
+    }
+
+    /// First sticky error among this context's streams.
+    pub(crate) fn first_error(&self) -> Result<()> {
+        let streams: Vec<_> = self.streams.lock().clone();
+        for s in std::iter::once(&self.default_stream).chain(streams.iter()) {
+            s.check_usable()?;
+        }
+        Ok(())
+    }
+
+    /// Marks the context and all its streams dead and drops the registry.
+    pub(crate) fn retire(&self) {
+        self.alive.store(false, Release);
+        let streams = std::mem::take(&mut *self.streams.lock());
+        crate::stream::count_user_streams(-(streams.len() as isize));
+        for s in &streams {
+            s.retire(false);
+        }
+        self.default_stream.retire(false);
+    }
+}
+
+/// A handle to a context.
+#[derive(Clone)]
+pub struct Context(pub(crate) Arc<ContextInner>);
+
+impl PartialEq for Context {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Context {}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Context(id={}, device={})", self.0.id, self.0.device)
+    }
+}
+
+impl Context {
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+    pub fn device(&self) -> u32 {
+        self.0.device
+    }
+    pub fn is_explicit(&self) -> bool {
+        self.0.explicit
+    }
+    pub fn is_alive(&self) -> bool {
+        self.0.is_alive()
+    }
+
+    /// The context's default stream.
+    pub fn default_stream(&self) -> Result<Stream> {
+        self.0.check()?;
+        Ok(Stream(self.0.default_stream.clone()))
+    }
+
+    /// Creates a stream with ACL priority `priority` (0 highest .. 7 lowest).
+    pub fn create_stream(&self, priority: i64) -> Result<Stream> {
+        self.0.check()?;
+        if !(0..=LOWEST_PRIORITY as i64).contains(&priority) {
+            return Err(crate::error::StreamError::Priority(priority).into());
+        }
+        let s = StreamInner::new(self.0.dev.clone(), Arc::downgrade(&self.0), self.0.id, priority as u8, false);
+        self.0.streams.lock().push(s.clone());
+        crate::stream::count_user_streams(1);
+        Ok(Stream(s))
+    }
+
+    /// Creates an event on this context's device.
+    pub fn create_event(&self, timing: bool) -> Result<crate::event::Event> {
+        self.0.check()?;
+        Ok(crate::event::Event::new(self.0.dev.clone(), timing))
+    }
+
+    /// Waits for every stream of the context; raises the first sticky error.
+    pub fn synchronize(&self, timeout: Option<std::time::Duration>) -> Result<()> {
+        crate::executor::forbid_runtime_thread("synchronize")?;
+        self.0.check()?;
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        if !self.0.wait_all(deadline) {
+            return Err(DeviceError::SyncTimeout { device: self.0.device, secs: timeout.map_or(0.0, |t| t.as_secs_f64()) }.into());
+        }
+        self.0.first_error()
+    }
+
+    /// Destroys an explicit context: waits for its streams, then releases them.
+    pub fn destroy(&self) -> Result<()> {
+        if !self.0.explicit {
+            return Err(Error::invalid("a device's default context is released by resetting the device"));
+        }
+        crate::executor::forbid_runtime_thread("destroy a context")?;
+        self.0.check()?;
+        self.0.wait_all(None);
+        self.0.retire();
+        crate::runtime::forget_context(&self.0);
+        Ok(())
+    }
+}

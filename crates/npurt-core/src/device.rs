@@ -1,0 +1,163 @@
+//! One active virtual device: its executor, contexts and properties, and its teardown.
+
+use crate::config::Config;
+use crate::context::{Context, ContextInner};
+use crate::error::Result;
+use crate::event::Event;
+use crate::executor::{DeviceShared, Executor};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// What a device reports about itself (ACL's `aclrtGetDeviceInfo` attributes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceProps {
+    pub ordinal: u32,
+    pub physical_id: u32,
+    pub name: String,
+    pub soc_name: String,
+    pub total_memory: u64,
+    pub aicore_num: u32,
+    pub vector_core_num: u32,
+    pub l2_cache_size: u64,
+    pub worker_threads: u32,
+    pub stream_queue_depth: usize,
+}
+
+impl DeviceProps {
+    pub(crate) fn new(ordinal: u32, physical_id: u32, cfg: &Config) -> Self {
+        DeviceProps {
+            ordinal,
+            physical_id,
+            name: format!("npurt virtual NPU {physical_id}"),
+            soc_name: "Ascend910B-npurt".to_string(),
+            total_memory: cfg.device_memory,
+            aicore_num: cfg.aicore_num,
+            vector_core_num: cfg.aicore_num * 2,
+            l2_cache_size: host_l2_size(),
+            worker_threads: cfg.worker_threads,
+            stream_queue_depth: cfg.stream_queue_depth,
+        }
+    }
+}
+
+/// The host's last-level cache, which plays the device L2's role.
+fn host_l2_size() -> u64 {
+    for idx in [3, 2] {
+        let p = format!("/sys/devices/system/cpu/cpu0/cache/index{idx}/size");
+        if let Ok(s) = std::fs::read_to_string(p) {
+            if let Some(b) = crate::config::parse_bytes(s.trim()) {
+                return b;
+            }
+        }
+    }
+    32 << 20
+}
+
+/// What was still alive when a device was torn down.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeakReport {
+    pub device: u32,
+    pub streams: usize,
+    pub events: usize,
+    pub contexts: usize,
+    pub allocations: usize,
+    pub bytes: u64,
+}
+
+impl LeakReport {
+    pub fn is_empty(&self) -> bool {
+        self.streams + self.events + self.contexts + self.allocations == 0
+    }
+}
+
+/// An active device (between the first set and the last reset).
+pub struct DeviceRuntime {
+    pub props: DeviceProps,
+    pub(crate) shared: Arc<DeviceShared>,
+    exec: Mutex<Option<Executor>>,
+    default_ctx: Arc<ContextInner>,
+    contexts: Mutex<Vec<Arc<ContextInner>>>,
+}
+
+impl DeviceRuntime {
+    pub(crate) fn start(props: DeviceProps, cfg: &Config) -> Result<Arc<Self>> {
+        let exec = Executor::start(props.ordinal, &cfg.exec())?;
+        let shared = exec.shared.clone();
+        let default_ctx = ContextInner::new(shared.clone(), false);
+        Ok(Arc::new(DeviceRuntime {
+            props,
+            shared,
+            exec: Mutex::new(Some(exec)),
+            default_ctx,
+            contexts: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub fn ordinal(&self) -> u32 {
+        self.props.ordinal
+    }
+
+    pub fn default_context(&self) -> Context {
+        Context(self.default_ctx.clone())
+    }
+
+    /// Creates an explicit context with its own default stream.
+    pub fn create_context(&self) -> Result<Context> {
+        let ctx = ContextInner::new(self.shared.clone(), true);
+        self.contexts.lock().push(ctx.clone());
+        Ok(Context(ctx))
+    }
+
+    pub(crate) fn forget_context(&self, ctx: &Arc<ContextInner>) {
+        self.contexts.lock().retain(|c| !Arc::ptr_eq(c, ctx));
+    }
+
+    /// Creates an event on this device.
+    pub fn create_event(&self, timing: bool) -> Event {
+        Event::new(self.shared.clone(), timing)
+    }
+
+    /// Waits for all work on all contexts of the device; raises the first sticky error.
+    pub fn synchronize(&self, timeout: Option<std::time::Duration>) -> Result<()> {
+        let all: Vec<Context> = std::iter::once(self.default_context())
+            .chain(self.contexts.lock().iter().cloned().map(Context))
+            .collect();
+        for c in all {
+            c.synchronize(timeout)?;
+        }
+        Ok(())
+    }
+
+    /// Installs (or removes) a profiler observer for this device's tasks.
+    pub fn set_observer(&self, obs: Option<Arc<dyn crate::profiler::TaskObserver>>) {
+        self.shared.set_observer(obs);
+    }
+
+    /// Finishes pending work, releases every stream, event and context, stops the threads,
+    /// and reports what was still alive.
+    pub(crate) fn teardown(&self, force: bool) -> LeakReport {
+        let explicit: Vec<Arc<ContextInner>> = std::mem::take(&mut *self.contexts.lock());
+        let all: Vec<&Arc<ContextInner>> = std::iter::once(&self.default_ctx).chain(explicit.iter()).collect();
+        if !force {
+            for c in &all {
+                c.wait_all(None);
+            }
+        }
+        let report = LeakReport {
+            device: self.props.ordinal,
+            streams: all.iter().map(|c| c.stream_count()).sum(),
+            events: self.shared.live_events.load(Relaxed),
+            contexts: explicit.len(),
+            allocations: 0,
+            bytes: 0,
+        };
+        for c in &all {
+            c.retire();
+        }
+        if let Some(exec) = self.exec.lock().take() {
+            exec.shutdown();
+        }
+        report
+    }
+}

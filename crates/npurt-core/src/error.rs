@@ -1,0 +1,291 @@
+//! npurt's error model: one `thiserror` enum per concern, each variant carrying the
+//! ACL (AscendCL) error code it corresponds to, and a crate-wide [`Error`] that wraps them.
+//! Bindings map [`ErrorKind`] to their own exception types in one place.
+
+use std::fmt;
+
+/// An ACL runtime error code and its symbolic name (from `rt_error_codes.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclCode {
+    pub code: u32,
+    pub name: &'static str,
+}
+
+macro_rules! acl_codes {
+    ($($id:ident = $code:literal),* $(,)?) => {
+        impl AclCode {
+            $(pub const $id: AclCode = AclCode { code: $code, name: concat!("ACL_ERROR_RT_", stringify!($id)) };)*
+        }
+    };
+}
+
+acl_codes! {
+    PARAM_INVALID = 107000,
+    INVALID_DEVICEID = 107001,
+    CONTEXT_NULL = 107002,
+    STREAM_CONTEXT = 107003,
+    EVENT_TIMESTAMP_INVALID = 107006,
+    INVALID_HANDLE = 107017,
+    WAIT_TIMEOUT = 107019,
+    STREAM_ABORT = 107023,
+    FEATURE_NOT_SUPPORT = 207000,
+    MEMORY_ALLOCATION = 207001,
+    MEMORY_FREE = 207002,
+    REPEATED_INIT = 207015,
+    INTERNAL_ERROR = 507000,
+    EVENT_NOT_COMPLETE = 507006,
+    AICORE_EXCEPTION = 507015,
+    STREAM_SYNC_TIMEOUT = 507046,
+    EVENT_SYNC_TIMEOUT = 507047,
+    DRV_INTERNAL_ERROR = 507899,
+}
+
+impl fmt::Display for AclCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.code, self.name)
+    }
+}
+
+/// Coarse classes of errors; each binding maps these to one exception type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidValue,
+    InvalidDevice,
+    NoContext,
+    WrongContext,
+    InvalidHandle,
+    Timeout,
+    OutOfMemory,
+    MemoryFree,
+    TaskFailed,
+    Aborted,
+    NotSupported,
+    Internal,
+}
+
+/// Device, configuration and context errors.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DeviceError {
+    #[error("invalid device id {id}: {count} device(s) are visible (ids 0..{count})")]
+    InvalidId { id: i64, count: u32 },
+    #[error("device {0} was reset; objects created on it can no longer be used")]
+    Reset(u32),
+    #[error("context {0} was destroyed")]
+    ContextDestroyed(u64),
+    #[error("no device or context is set on this thread (call set_device or enter a Device)")]
+    NoContext,
+    #[error("{what} belongs to device {owner}, but the current device is {current}")]
+    WrongDevice { what: &'static str, owner: u32, current: u32 },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("the runtime is already initialised; configure() must be called before the first device is used")]
+    AlreadyInitialized,
+    #[error("cannot {0} from a runtime thread (a kernel, copy or host callback); it would deadlock")]
+    RuntimeThread(&'static str),
+    #[error("device {device}: failed to start worker threads: {reason}")]
+    Spawn { device: u32, reason: String },
+    #[error("synchronize on device {device} timed out after {secs:.3}s")]
+    SyncTimeout { device: u32, secs: f64 },
+}
+
+impl DeviceError {
+    pub fn code(&self) -> AclCode {
+        match self {
+            Self::InvalidId { .. } => AclCode::INVALID_DEVICEID,
+            Self::Reset(_) | Self::ContextDestroyed(_) => AclCode::INVALID_HANDLE,
+            Self::NoContext => AclCode::CONTEXT_NULL,
+            Self::WrongDevice { .. } => AclCode::STREAM_CONTEXT,
+            Self::Config(_) | Self::RuntimeThread(_) => AclCode::PARAM_INVALID,
+            Self::AlreadyInitialized => AclCode::REPEATED_INIT,
+            Self::Spawn { .. } => AclCode::INTERNAL_ERROR,
+            Self::SyncTimeout { .. } => AclCode::STREAM_SYNC_TIMEOUT,
+        }
+    }
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::InvalidId { .. } => ErrorKind::InvalidDevice,
+            Self::Reset(_) | Self::ContextDestroyed(_) => ErrorKind::InvalidHandle,
+            Self::NoContext => ErrorKind::NoContext,
+            Self::WrongDevice { .. } => ErrorKind::WrongContext,
+            Self::Config(_) | Self::RuntimeThread(_) => ErrorKind::InvalidValue,
+            Self::AlreadyInitialized => ErrorKind::InvalidValue,
+            Self::Spawn { .. } => ErrorKind::Internal,
+            Self::SyncTimeout { .. } => ErrorKind::Timeout,
+        }
+    }
+}
+
+/// Stream errors, including the sticky error a failed task leaves on its stream.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StreamError {
+    #[error("stream priority {0} is out of range: ACL priorities are 0 (highest) to 7 (lowest)")]
+    Priority(i64),
+    #[error("stream {0} was destroyed")]
+    Destroyed(u64),
+    #[error("stream {0} was force-destroyed; its queued work was dropped")]
+    Aborted(u64),
+    #[error("synchronize on stream {stream} timed out after {secs:.3}s")]
+    SyncTimeout { stream: u64, secs: f64 },
+    #[error("stream {stream}: {source}")]
+    TaskFailed { stream: u64, source: TaskError },
+    #[error("a stream cannot wait on itself")]
+    SelfWait,
+}
+
+impl StreamError {
+    pub fn code(&self) -> AclCode {
+        match self {
+            Self::Priority(_) | Self::SelfWait => AclCode::PARAM_INVALID,
+            Self::Destroyed(_) => AclCode::INVALID_HANDLE,
+            Self::Aborted(_) => AclCode::STREAM_ABORT,
+            Self::SyncTimeout { .. } => AclCode::STREAM_SYNC_TIMEOUT,
+            Self::TaskFailed { source, .. } => source.code(),
+        }
+    }
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Priority(_) | Self::SelfWait => ErrorKind::InvalidValue,
+            Self::Destroyed(_) => ErrorKind::InvalidHandle,
+            Self::Aborted(_) => ErrorKind::Aborted,
+            Self::SyncTimeout { .. } => ErrorKind::Timeout,
+            Self::TaskFailed { .. } => ErrorKind::TaskFailed,
+        }
+    }
+}
+
+/// Why a task failed on a worker, a copy engine or the callback thread.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TaskError {
+    #[error("kernel '{kernel}' failed in block {block}/{blocks}: {message}")]
+    Kernel { kernel: String, block: u32, blocks: u32, message: String },
+    #[error("kernel '{kernel}' panicked in block {block}: {message}")]
+    Panic { kernel: String, block: u32, message: String },
+    #[error("host callback failed: {0}")]
+    HostCallback(String),
+    #[error("copy failed: {0}")]
+    Copy(String),
+    #[error("wait on an event timed out after {secs:.3}s")]
+    WaitTimeout { secs: f64 },
+}
+
+impl TaskError {
+    pub fn code(&self) -> AclCode {
+        match self {
+            Self::Kernel { .. } | Self::Panic { .. } => AclCode::AICORE_EXCEPTION,
+            Self::HostCallback(_) => AclCode::INTERNAL_ERROR,
+            Self::Copy(_) => AclCode::DRV_INTERNAL_ERROR,
+            Self::WaitTimeout { .. } => AclCode::WAIT_TIMEOUT,
+        }
+    }
+}
+
+/// Event errors.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EventError {
+    #[error("elapsed_time needs events created with timing enabled")]
+    TimingDisabled,
+    #[error("elapsed_time needs both events recorded")]
+    NotRecorded,
+    #[error("elapsed_time needs both events completed; call synchronize() first")]
+    NotComplete,
+    #[error("synchronize on event timed out after {secs:.3}s")]
+    SyncTimeout { secs: f64 },
+}
+
+impl EventError {
+    pub fn code(&self) -> AclCode {
+        match self {
+            Self::TimingDisabled | Self::NotRecorded => AclCode::EVENT_TIMESTAMP_INVALID,
+            Self::NotComplete => AclCode::EVENT_NOT_COMPLETE,
+            Self::SyncTimeout { .. } => AclCode::EVENT_SYNC_TIMEOUT,
+        }
+    }
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::SyncTimeout { .. } => ErrorKind::Timeout,
+            _ => ErrorKind::InvalidValue,
+        }
+    }
+}
+
+/// Memory errors come from `npurt-mem`.
+pub use npurt_mem::MemError;
+
+/// Every error the runtime returns.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    #[error(transparent)]
+    Event(#[from] EventError),
+    #[error(transparent)]
+    Mem(#[from] std::sync::Arc<MemError>),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl From<MemError> for Error {
+    fn from(e: MemError) -> Self {
+        Error::Mem(std::sync::Arc::new(e))
+    }
+}
+
+impl Error {
+    /// The ACL error code and name.
+    pub fn acl(&self) -> AclCode {
+        match self {
+            Error::Device(e) => e.code(),
+            Error::Stream(e) => e.code(),
+            Error::Event(e) => e.code(),
+            Error::Mem(e) => AclCode { code: e.code(), name: e.name() },
+            Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
+        }
+    }
+
+    /// The class of error, for bindings.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Device(e) => e.kind(),
+            Error::Stream(e) => e.kind(),
+            Error::Event(e) => e.kind(),
+            Error::Mem(e) => match e.code() {
+                207001 => ErrorKind::OutOfMemory,
+                207002 => ErrorKind::MemoryFree,
+                107000 => ErrorKind::InvalidValue,
+                _ => ErrorKind::Internal,
+            },
+            Error::InvalidArgument(_) => ErrorKind::InvalidValue,
+        }
+    }
+
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_follow_acl() {
+        let e: Error = StreamError::Priority(9).into();
+        assert_eq!(e.acl().code, 107000);
+        assert_eq!(e.acl().name, "ACL_ERROR_RT_PARAM_INVALID");
+        assert_eq!(e.kind(), ErrorKind::InvalidValue);
+        let e: Error = DeviceError::InvalidId { id: 5, count: 2 }.into();
+        assert_eq!(e.acl().code, 107001);
+        assert!(e.to_string().contains("invalid device id 5"));
+        let e: Error = StreamError::SyncTimeout { stream: 1, secs: 0.5 }.into();
+        assert_eq!((e.acl().code, e.kind()), (507046, ErrorKind::Timeout));
+        let e: Error = EventError::SyncTimeout { secs: 0.1 }.into();
+        assert_eq!(e.acl().name, "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT");
+        let t = TaskError::Kernel { kernel: "k".into(), block: 1, blocks: 2, message: "boom".into() };
+        let e: Error = StreamError::TaskFailed { stream: 3, source: t }.into();
+        assert_eq!((e.acl().code, e.kind()), (507015, ErrorKind::TaskFailed));
+    }
+}

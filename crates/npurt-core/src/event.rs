@@ -1,0 +1,136 @@
+//! Events: a recorded point on a stream's timeline.
+//!
+//! Recording an event without timing reads the stream's submitted-task count (no task is
+//! queued); with timing it queues a record task that stamps the time when all earlier work
+//! on the stream has finished. Querying compares the stream's completed count with the
+//! recorded target: one lock-free load. Re-recording overwrites the point (as in ACL/CUDA);
+//! an event never recorded counts as complete.
+
+use crate::error::{DeviceError, EventError, Result};
+use crate::executor::DeviceShared;
+use crate::stream::{Stream, StreamInner};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Events that exist in this process (for leak checks).
+pub fn live_events() -> usize {
+    LIVE_EVENTS.load(Relaxed)
+}
+
+#[derive(Clone)]
+struct Point {
+    stream: Arc<StreamInner>,
+    target: u64,
+    stamp: Option<Arc<AtomicU64>>,
+}
+
+pub struct EventInner {
+    timing: bool,
+    dev: Arc<DeviceShared>,
+    point: Mutex<Option<Point>>,
+}
+
+impl Drop for EventInner {
+    fn drop(&mut self) {
+        LIVE_EVENTS.fetch_sub(1, Relaxed);
+        self.dev.live_events.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A handle to an event.
+#[derive(Clone)]
+pub struct Event(Arc<EventInner>);
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Event(device={}, timing={})", self.0.dev.ordinal, self.0.timing)
+    }
+}
+
+impl Event {
+    pub(crate) fn new(dev: Arc<DeviceShared>, timing: bool) -> Self {
+        LIVE_EVENTS.fetch_add(1, Relaxed);
+        dev.live_events.fetch_add(1, Relaxed);
+        Event(Arc::new(EventInner { timing, dev, point: Mutex::new(None) }))
+    }
+
+    pub fn timing(&self) -> bool {
+        self.0.timing
+    }
+    pub fn device(&self) -> u32 {
+        self.0.dev.ordinal
+    }
+
+    fn check(&self) -> Result<()> {
+        if !self.0.dev.is_alive() {
+            return Err(DeviceError::Reset(self.0.dev.ordinal).into());
+        }
+        Ok(())
+    }
+
+    /// Records the point "everything submitted to `stream` so far".
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.check()?;
+        stream.0.check_usable()?;
+        let point = if self.0.timing {
+            let stamp = Arc::new(AtomicU64::new(0));
+            let target = stream.record_timing(stamp.clone())?;
+            Point { stream: stream.0.clone(), target, stamp: Some(stamp) }
+        } else {
+            Point { stream: stream.0.clone(), target: stream.submitted(), stamp: None }
+        };
+        *self.0.point.lock() = Some(point);
+        Ok(())
+    }
+
+    pub(crate) fn point(&self) -> Result<Option<(Arc<StreamInner>, u64)>> {
+        self.check()?;
+        Ok(self.0.point.lock().as_ref().map(|p| (p.stream.clone(), p.target)))
+    }
+
+    /// True once the recorded work has finished (or if never recorded).
+    pub fn query(&self) -> Result<bool> {
+        self.check()?;
+        Ok(match &*self.0.point.lock() {
+            None => true,
+            Some(p) => p.stream.timeline.completed() >= p.target,
+        })
+    }
+
+    /// Waits for the recorded work, up to `timeout`.
+    pub fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
+        crate::executor::forbid_runtime_thread("synchronize an event")?;
+        let Some((stream, target)) = self.point()? else { return Ok(()) };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        if !stream.timeline.wait_for(target, deadline, stream.dev.spin_iters) {
+            return Err(EventError::SyncTimeout { secs: timeout.map_or(0.0, |t| t.as_secs_f64()) }.into());
+        }
+        Ok(())
+    }
+
+    fn stamp(&self) -> Result<u64> {
+        let guard = self.0.point.lock();
+        let p = guard.as_ref().ok_or(EventError::NotRecorded)?;
+        let stamp = p.stamp.as_ref().ok_or(EventError::NotRecorded)?;
+        if p.stream.timeline.completed() < p.target {
+            return Err(EventError::NotComplete.into());
+        }
+        Ok(stamp.load(Acquire))
+    }
+
+    /// Milliseconds from this event to `end` (both timing-enabled, recorded, complete).
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f64> {
+        self.check()?;
+        end.check()?;
+        if !self.0.timing || !end.0.timing {
+            return Err(EventError::TimingDisabled.into());
+        }
+        let (a, b) = (self.stamp()?, end.stamp()?);
+        Ok((b as f64 - a as f64) / 1e6)
+    }
+}

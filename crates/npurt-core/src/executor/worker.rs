@@ -1,0 +1,219 @@
+//! One AI-Core worker: claims blocks of published jobs, drains ready streams, and otherwise
+//! searches briefly and then parks.
+
+use super::engine::EngineJob;
+use super::job::{run_block, Job, JobTurn};
+use super::{mark_runtime_thread, DeviceShared};
+use crate::kernel::BlockCtx;
+use crate::profiler::{TaskKind, TaskRecord};
+use crate::stream::StreamInner;
+use crate::task::{Op, Task};
+use crate::timeline::{Registered, Wake};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Tasks a worker runs from one stream before giving other streams a turn.
+const BUDGET: u32 = 64;
+
+enum Work {
+    Job(Arc<Job>),
+    Stream(Arc<StreamInner>),
+}
+
+struct Worker {
+    dev: Arc<DeviceShared>,
+    core: u32,
+    picks: u32,
+}
+
+pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
+    mark_runtime_thread();
+    let mut w = Worker { dev, core: core as u32, picks: 0 };
+    w.main_loop();
+}
+
+impl Worker {
+    fn find(&mut self) -> Option<Work> {
+        if let Some(j) = self.dev.current_job() {
+            return Some(Work::Job(j));
+        }
+        self.dev.pop_ready(&mut self.picks).map(Work::Stream)
+    }
+
+    fn main_loop(&mut self) {
+        let idx = self.core as usize;
+        loop {
+            if let Some(work) = self.find() {
+                self.run(work);
+                continue;
+            }
+            if self.dev.shutdown.load(Acquire) {
+                return;
+            }
+            let searching = self.dev.notifier.start_search();
+            if searching {
+                if let Some(work) = self.search() {
+                    if self.dev.notifier.end_search() && self.dev.has_work() {
+                        self.dev.wake_one();
+                    }
+                    self.run(work);
+                    continue;
+                }
+            }
+            // Sleep: announce, re-check, park.
+            self.dev.notifier.prepare_sleep(idx, searching);
+            if self.dev.has_work() || self.dev.shutdown.load(Acquire) {
+                if !self.dev.notifier.cancel_sleep(idx) {
+                    self.dev.notifier.take_token(idx);
+                }
+                continue;
+            }
+            while !self.dev.notifier.take_token(idx) {
+                if self.dev.shutdown.load(Acquire) {
+                    self.dev.notifier.cancel_sleep(idx);
+                    return;
+                }
+                std::thread::park();
+            }
+        }
+    }
+
+    /// Spins over the ready lists for up to the configured time.
+    fn search(&mut self) -> Option<Work> {
+        let deadline = Instant::now() + self.dev.worker_spin;
+        let mut i: u32 = 0;
+        loop {
+            if let Some(w) = self.find() {
+                return Some(w);
+            }
+            i = i.wrapping_add(1);
+            if i % 64 == 0 {
+                if Instant::now() >= deadline || self.dev.shutdown.load(Acquire) {
+                    return None;
+                }
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn run(&mut self, work: Work) {
+        match work {
+            Work::Job(job) => {
+                if let JobTurn::Finished(err) = job.work(self.core) {
+                    self.finish_job(&job, err);
+                    self.run_stream(job.stream.clone());
+                }
+            }
+            Work::Stream(s) => self.run_stream(s),
+        }
+    }
+
+    fn finish_job(&self, job: &Job, err: Option<crate::error::TaskError>) {
+        if let Some(e) = err {
+            job.stream.set_error(e);
+        }
+        if job.start_ns != 0 {
+            self.emit(&job.stream, TaskKind::Kernel, job.kernel.name(), job.blocks, job.submit_ns, job.start_ns);
+        }
+        job.stream.timeline.advance(1);
+    }
+
+    fn emit(&self, s: &StreamInner, kind: TaskKind, name: &str, blocks: u32, submit_ns: u64, start_ns: u64) {
+        s.dev.profiler.emit(TaskRecord {
+            device: s.dev.ordinal,
+            stream: s.id,
+            kind,
+            name: name.to_string(),
+            blocks,
+            submit_ns,
+            start_ns,
+            end_ns: crate::clock::now_ns(),
+            core_id: self.core,
+        });
+    }
+
+    /// Drains up to `BUDGET` tasks of a stream this worker owns.
+    fn run_stream(&mut self, s: Arc<StreamInner>) {
+        if s.inflight.swap(false, AcqRel) {
+            s.timeline.advance(1);
+        }
+        let mut budget = BUDGET;
+        loop {
+            let Some(task) = s.queue.pop() else {
+                if s.sched.try_idle() {
+                    return;
+                }
+                continue;
+            };
+            if s.skipping() {
+                drop(task);
+                s.timeline.advance(1);
+                continue;
+            }
+            if !self.exec(&s, task) {
+                return; // ownership moved to a job, an engine or a waiter
+            }
+            budget -= 1;
+            if budget == 0 {
+                self.dev.make_ready(s);
+                return;
+            }
+        }
+    }
+
+    /// Runs one task. Returns false when the stream was handed to someone else.
+    fn exec(&mut self, s: &Arc<StreamInner>, task: Task) -> bool {
+        let Task { op, submit_ns } = task;
+        let profiling = s.dev.profiler.enabled();
+        let start_ns = if profiling { crate::clock::now_ns() } else { 0 };
+        let kind = op.kind();
+        match op {
+            Op::Kernel { kernel, blocks: 1 } => {
+                let blk = BlockCtx { block_idx: 0, block_dim: 1, core_id: self.core };
+                if let Err(e) = run_block(&*kernel, blk) {
+                    s.set_error(e);
+                }
+                if profiling {
+                    self.emit(s, kind, kernel.name(), 1, submit_ns, start_ns);
+                }
+            }
+            Op::Kernel { kernel, blocks } => {
+                let job = Arc::new(Job::new(kernel, blocks, s.clone(), submit_ns));
+                self.dev.publish(job.clone());
+                return match job.work(self.core) {
+                    JobTurn::Finished(err) => {
+                        self.finish_job(&job, err);
+                        true
+                    }
+                    JobTurn::Released => false,
+                };
+            }
+            Op::Record(stamp) => stamp.store(crate::clock::now_ns(), Release),
+            Op::Wait { on, target } => {
+                if on.timeline.completed() < target {
+                    let me = s.clone();
+                    let wake = Wake::Resume(Box::new(move || {
+                        me.inflight.store(true, Release);
+                        let dev = me.dev.clone();
+                        dev.make_ready(me);
+                    }));
+                    if let Registered::Queued = on.timeline.register(target, wake) {
+                        return false;
+                    }
+                }
+            }
+            Op::Engine(engine, op) => {
+                s.dev.send_engine(engine, EngineJob { stream: s.clone(), op, submit_ns });
+                return false;
+            }
+        }
+        if profiling && kind != TaskKind::Kernel {
+            self.emit(s, kind, "", 1, submit_ns, start_ns);
+        }
+        s.timeline.advance(1);
+        true
+    }
+}

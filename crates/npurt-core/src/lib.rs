@@ -1,0 +1,62 @@
+//! npurt-core: an Ascend-NPU-style device runtime that runs on the CPU, with the semantics
+//! of the CANN runtime (AscendCL `aclrt*`): devices, contexts, streams, events, kernels on
+//! an AI-Core executor, and engines for copies and host callbacks.
+//!
+//! ```
+//! use npurt_core::{current, kernel::{BlockCtx, Kernel, KernelFault}};
+//! use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
+//!
+//! struct Count(AtomicU32);
+//! impl Kernel for Count {
+//!     fn name(&self) -> &str { "count" }
+//!     fn run_block(&self, _b: BlockCtx) -> Result<(), KernelFault> {
+//!         self.0.fetch_add(1, Ordering::Relaxed);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let stream = current::current_context()?.create_stream(0)?;
+//! let k = Arc::new(Count(AtomicU32::new(0)));
+//! stream.launch(k.clone(), 8)?;
+//! stream.synchronize(None)?;
+//! assert_eq!(k.0.load(Ordering::Relaxed), 8);
+//! # Ok::<(), npurt_core::Error>(())
+//! ```
+//!
+//! The layers, bottom up: [`queue`] (lock-free rings) and [`timeline`] (completion counts and
+//! waiters), [`stream`]/[`event`]/[`context`], the executor (workers, jobs, engines), and
+//! [`runtime`] (the device registry with ACL's reference-counted lifetime).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod clock;
+pub mod config;
+pub mod context;
+pub mod current;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod executor;
+pub mod kernel;
+pub mod profiler;
+mod queue;
+pub mod runtime;
+mod sched_state;
+pub mod stream;
+mod sync;
+pub mod task;
+mod timeline;
+
+pub use config::Config;
+pub use context::Context;
+pub use device::{DeviceProps, DeviceRuntime, LeakReport};
+pub use error::{AclCode, Error, ErrorKind, Result};
+pub use event::Event;
+pub use kernel::{BlockCtx, Kernel, KernelFault};
+pub use stream::Stream;
+pub use task::{Engine, EngineOp};
+
+/// Objects alive in this process: (user streams, events, contexts) — for leak checks.
+pub fn live_counts() -> (usize, usize, usize) {
+    (stream::live_user_streams(), event::live_events(), context::live_contexts())
+}

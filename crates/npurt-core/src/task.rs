@@ -1,0 +1,49 @@
+//! What a stream queue holds.
+
+use crate::error::TaskError;
+use crate::kernel::Kernel;
+use crate::profiler::TaskKind;
+use crate::stream::StreamInner;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// Work that runs on an engine thread (copy engine or host-callback thread).
+pub type EngineOp = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
+
+/// Which engine thread runs an [`EngineOp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The copy engine (DMA): copies overlap compute on the AI cores.
+    Copy,
+    /// The host-callback thread.
+    Host,
+}
+
+pub(crate) enum Op {
+    /// A kernel split into `blocks` blocks.
+    Kernel { kernel: Arc<dyn Kernel>, blocks: u32 },
+    /// A timing event: stamp the time when every earlier task has finished.
+    Record(Arc<AtomicU64>),
+    /// Block this stream until `on` has completed `target` tasks.
+    Wait { on: Arc<StreamInner>, target: u64 },
+    /// Run on an engine thread.
+    Engine(Engine, EngineOp),
+}
+
+impl Op {
+    pub(crate) fn kind(&self) -> TaskKind {
+        match self {
+            Op::Kernel { .. } => TaskKind::Kernel,
+            Op::Record(_) => TaskKind::Record,
+            Op::Wait { .. } => TaskKind::Wait,
+            Op::Engine(Engine::Copy, _) => TaskKind::Copy,
+            Op::Engine(Engine::Host, _) => TaskKind::HostFunc,
+        }
+    }
+}
+
+pub(crate) struct Task {
+    pub(crate) op: Op,
+    /// Submit time when profiling is on, else 0.
+    pub(crate) submit_ns: u64,
+}

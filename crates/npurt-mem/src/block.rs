@@ -1,0 +1,171 @@
+//! Block records of the caching pool, kept in a slab (a `Vec` with a free list of
+//! slots) so the hot path never heap-allocates per block.
+
+/// "No block" in `prev`/`next` links.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// Stream tag of a free block that no queued work can still touch: any stream may
+/// take it. Callers may not use this id for their own streams.
+pub const ANY_STREAM: u64 = u64::MAX;
+
+/// Index of the small pool in per-pool arrays.
+pub(crate) const SMALL: usize = 0;
+/// Index of the large pool in per-pool arrays.
+pub(crate) const LARGE: usize = 1;
+
+/// Lifecycle of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BState {
+    /// In a free list.
+    Free,
+    /// Handed out to a caller.
+    Allocated,
+    /// Freed by the caller, waiting for fences.
+    Pending,
+    /// Slot not in use (absorbed by a merge or released).
+    Dead,
+}
+
+/// One block: a contiguous piece of a segment. Blocks of a segment form a doubly linked
+/// list in address order.
+#[derive(Clone, Debug)]
+pub(crate) struct Block {
+    pub addr: usize,
+    /// Block size (multiple of 512).
+    pub size: usize,
+    /// Bytes the caller asked for (0 while free).
+    pub requested: usize,
+    /// Allocating stream while allocated/pending; free-list tag while free
+    /// (`ANY_STREAM` = usable by every stream).
+    pub stream: u64,
+    pub prev: u32,
+    pub next: u32,
+    /// Slot of the owning segment.
+    pub seg: u32,
+    /// `SMALL` or `LARGE`.
+    pub pool: u8,
+    pub state: BState,
+}
+
+/// Free-list key: ordered by (stream tag, size, address), so a range query from
+/// `(stream, size, 0)` yields the best fit of that stream.
+pub(crate) type FreeKey = (u64, usize, usize);
+
+impl Block {
+    #[inline]
+    pub fn key(&self) -> FreeKey {
+        (self.stream, self.size, self.addr)
+    }
+
+    #[inline]
+    pub fn end(&self) -> usize {
+        self.addr + self.size
+    }
+}
+
+/// Slab of blocks.
+#[derive(Default, Debug)]
+pub(crate) struct Slab {
+    blocks: Vec<Block>,
+    vacant: Vec<u32>,
+}
+
+impl Slab {
+    #[inline]
+    pub fn insert(&mut self, b: Block) -> u32 {
+        if let Some(i) = self.vacant.pop() {
+            self.blocks[i as usize] = b;
+            i
+        } else {
+            let i = u32::try_from(self.blocks.len()).expect("fewer than 2^32 blocks");
+            assert!(i != NIL, "block slab full");
+            self.blocks.push(b);
+            i
+        }
+    }
+
+    #[inline]
+    pub fn remove(&mut self, i: u32) {
+        self.blocks[i as usize].state = BState::Dead;
+        self.vacant.push(i);
+    }
+
+    /// Live (non-dead) blocks with their slot.
+    #[cfg(test)]
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Block)> {
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.state != BState::Dead)
+            .map(|(i, b)| (i as u32, b))
+    }
+}
+
+impl std::ops::Index<u32> for Slab {
+    type Output = Block;
+    #[inline]
+    fn index(&self, i: u32) -> &Block {
+        &self.blocks[i as usize]
+    }
+}
+
+impl std::ops::IndexMut<u32> for Slab {
+    #[inline]
+    fn index_mut(&mut self, i: u32) -> &mut Block {
+        &mut self.blocks[i as usize]
+    }
+}
+
+/// Tag of the block made by merging two free blocks tagged `a` and `b`, if they may
+/// merge: equal tags, or one is `ANY_STREAM` (the result stays bound to the other
+/// stream, the conservative choice).
+#[inline]
+pub(crate) fn merged_tag(a: u64, b: u64) -> Option<u64> {
+    if a == b || b == ANY_STREAM {
+        Some(a)
+    } else if a == ANY_STREAM {
+        Some(b)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blk(addr: usize) -> Block {
+        Block {
+            addr,
+            size: 512,
+            requested: 0,
+            stream: 0,
+            prev: NIL,
+            next: NIL,
+            seg: 0,
+            pool: SMALL as u8,
+            state: BState::Free,
+        }
+    }
+
+    #[test]
+    fn slab_reuses_slots() {
+        let mut s = Slab::default();
+        let a = s.insert(blk(0));
+        let b = s.insert(blk(512));
+        s.remove(a);
+        assert_eq!(s.iter().count(), 1);
+        let c = s.insert(blk(1024));
+        assert_eq!(c, a);
+        assert_eq!(s[b].end(), 1024);
+        assert_eq!(s[c].key(), (0, 512, 1024));
+    }
+
+    #[test]
+    fn tags() {
+        assert_eq!(merged_tag(1, 1), Some(1));
+        assert_eq!(merged_tag(1, ANY_STREAM), Some(1));
+        assert_eq!(merged_tag(ANY_STREAM, 2), Some(2));
+        assert_eq!(merged_tag(1, 2), None);
+    }
+}

@@ -1,0 +1,254 @@
+//! Pool statistics in torch's `memory_stats()` shape, and a `memory_summary()` table.
+
+use std::fmt::Write as _;
+
+use crate::error::human_bytes;
+use crate::page::PageKind;
+
+/// One statistic: current value, peak since the last reset, and cumulative increments
+/// (`allocated`) and decrements (`freed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Current value.
+    pub current: u64,
+    /// Peak of `current` since creation or `reset_peak_stats()`.
+    pub peak: u64,
+    /// Sum of all increments.
+    pub allocated: u64,
+    /// Sum of all decrements.
+    pub freed: u64,
+}
+
+impl Stat {
+    #[inline]
+    pub(crate) fn inc(&mut self, n: u64) {
+        self.current += n;
+        self.allocated += n;
+        if self.current > self.peak {
+            self.peak = self.current;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn dec(&mut self, n: u64) {
+        debug_assert!(self.current >= n, "stat underflow");
+        self.current -= n;
+        self.freed += n;
+    }
+}
+
+/// Index of the `all` entry of a [`StatArray`].
+pub const ALL: usize = 0;
+/// Index of the `small_pool` entry of a [`StatArray`].
+pub const SMALL_POOL: usize = 1;
+/// Index of the `large_pool` entry of a [`StatArray`].
+pub const LARGE_POOL: usize = 2;
+/// Names of the [`StatArray`] entries, as torch spells them.
+pub const STAT_TYPES: [&str; 3] = ["all", "small_pool", "large_pool"];
+
+/// A statistic for `all`, `small_pool` and `large_pool`.
+pub type StatArray = [Stat; 3];
+
+#[inline]
+pub(crate) fn inc(a: &mut StatArray, pool: usize, n: u64) {
+    a[ALL].inc(n);
+    a[pool].inc(n);
+}
+
+#[inline]
+pub(crate) fn dec(a: &mut StatArray, pool: usize, n: u64) {
+    a[ALL].dec(n);
+    a[pool].dec(n);
+}
+
+/// A snapshot of a pool's statistics (plain data).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolStats {
+    /// Number of live allocations.
+    pub allocation: StatArray,
+    /// Number of mapped segments.
+    pub segment: StatArray,
+    /// Number of active blocks (allocated, or freed but waiting for fences).
+    pub active: StatArray,
+    /// Bytes of live allocations (block sizes, i.e. rounded to 512).
+    pub allocated_bytes: StatArray,
+    /// Bytes mapped by the pool.
+    pub reserved_bytes: StatArray,
+    /// Bytes of active blocks (allocated + pending fences).
+    pub active_bytes: StatArray,
+    /// Bytes the callers asked for (unrounded) in live allocations.
+    pub requested_bytes: StatArray,
+    /// Allocations that had to release cached segments and retry.
+    pub num_alloc_retries: u64,
+    /// Allocations that failed with OutOfMemory.
+    pub num_ooms: u64,
+    /// Segments mapped (cumulative).
+    pub num_device_alloc: u64,
+    /// Segments unmapped (cumulative).
+    pub num_device_free: u64,
+    /// Blocks freed with fences that are still pending.
+    pub pending_frees: u64,
+    /// Currently reserved bytes by page kind, indexed by [`PageKind::index`].
+    pub page_bytes: [u64; 3],
+    /// The device capacity.
+    pub capacity: u64,
+    /// The quota, if set.
+    pub limit: Option<u64>,
+    /// `max_split_size` (`u64::MAX` = unlimited).
+    pub max_split_size: u64,
+    /// Largest free cached block.
+    pub largest_free_block: u64,
+}
+
+impl PoolStats {
+    /// Reserved bytes of one page kind.
+    pub fn page_bytes_of(&self, kind: PageKind) -> u64 {
+        self.page_bytes[kind.index()]
+    }
+
+    /// Flattens into torch-style `(key, value)` pairs, e.g. `"allocated_bytes.all.current"`,
+    /// `"reserved_bytes.large_pool.peak"`, `"num_ooms"`, `"page_bytes.thp"`.
+    pub fn to_kv(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::with_capacity(7 * 12 + 12);
+        let arrays: [(&str, &StatArray); 7] = [
+            ("allocation", &self.allocation),
+            ("segment", &self.segment),
+            ("active", &self.active),
+            ("allocated_bytes", &self.allocated_bytes),
+            ("reserved_bytes", &self.reserved_bytes),
+            ("active_bytes", &self.active_bytes),
+            ("requested_bytes", &self.requested_bytes),
+        ];
+        for (name, arr) in arrays {
+            for (t, st) in STAT_TYPES.iter().zip(arr.iter()) {
+                for (m, v) in [
+                    ("current", st.current),
+                    ("peak", st.peak),
+                    ("allocated", st.allocated),
+                    ("freed", st.freed),
+                ] {
+                    out.push((format!("{name}.{t}.{m}"), v));
+                }
+            }
+        }
+        for (k, v) in [
+            ("num_alloc_retries", self.num_alloc_retries),
+            ("num_ooms", self.num_ooms),
+            ("num_device_alloc", self.num_device_alloc),
+            ("num_device_free", self.num_device_free),
+            ("pending_frees", self.pending_frees),
+            ("max_split_size", self.max_split_size),
+            ("capacity", self.capacity),
+            ("largest_free_block", self.largest_free_block),
+        ] {
+            out.push((k.to_string(), v));
+        }
+        if let Some(l) = self.limit {
+            out.push(("limit".to_string(), l));
+        }
+        for k in PageKind::ALL {
+            out.push((format!("page_bytes.{}", k.as_str()), self.page_bytes[k.index()]));
+        }
+        out
+    }
+
+    /// A readable table in the spirit of torch's `memory_summary()`.
+    pub fn summary(&self) -> String {
+        let line = "|".to_string() + &"=".repeat(75) + "|\n";
+        let thin = "|".to_string() + &"-".repeat(75) + "|\n";
+        let mut s = String::new();
+        s += &line;
+        s += &format!("|{:^75}|\n", "npurt caching pool memory summary");
+        s += &thin;
+        s += &format!(
+            "|{:^37}|{:^37}|\n",
+            format!("OOMs: {}", self.num_ooms),
+            format!("alloc retries: {}", self.num_alloc_retries)
+        );
+        s += &format!(
+            "|{:^37}|{:^37}|\n",
+            format!("capacity: {}", human_bytes(self.capacity)),
+            format!(
+                "quota: {}",
+                self.limit.map(human_bytes).unwrap_or_else(|| "none".into())
+            )
+        );
+        s += &line;
+        s += "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n";
+        s += &thin;
+        let rows: [(&str, &StatArray, bool); 7] = [
+            ("Allocated memory", &self.allocated_bytes, true),
+            ("Active memory", &self.active_bytes, true),
+            ("Requested memory", &self.requested_bytes, true),
+            ("Reserved memory", &self.reserved_bytes, true),
+            ("Allocations", &self.allocation, false),
+            ("Active allocs", &self.active, false),
+            ("Segments", &self.segment, false),
+        ];
+        for (name, arr, bytes) in rows {
+            for (i, label) in [name, "      from large pool", "      from small pool"]
+                .iter()
+                .enumerate()
+            {
+                let st = &arr[[ALL, LARGE_POOL, SMALL_POOL][i]];
+                let f = |v: u64| if bytes { human_bytes(v) } else { v.to_string() };
+                let _ = writeln!(
+                    s,
+                    "| {:<21} | {:>10} | {:>10} | {:>10} | {:>10} |",
+                    label,
+                    f(st.current),
+                    f(st.peak),
+                    f(st.allocated),
+                    f(st.freed)
+                );
+            }
+            s += &thin;
+        }
+        for k in PageKind::ALL {
+            let _ = writeln!(
+                s,
+                "| {:<21} | {:>10} | {:<37}|",
+                format!("Reserved {}", k.as_str()),
+                human_bytes(self.page_bytes[k.index()]),
+                ""
+            );
+        }
+        let _ = writeln!(
+            s,
+            "| {:<21} | {:>10} | {:<37}|",
+            "Largest free block",
+            human_bytes(self.largest_free_block),
+            ""
+        );
+        let _ = writeln!(s, "| {:<21} | {:>10} | {:<37}|", "Pending frees", self.pending_frees, "");
+        s += &line;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_and_kv() {
+        let mut a = StatArray::default();
+        inc(&mut a, SMALL_POOL, 10);
+        inc(&mut a, LARGE_POOL, 5);
+        dec(&mut a, SMALL_POOL, 10);
+        assert_eq!(a[ALL], Stat { current: 5, peak: 15, allocated: 15, freed: 10 });
+        let mut ps = PoolStats { allocated_bytes: a, num_ooms: 2, ..Default::default() };
+        ps.page_bytes[PageKind::Thp.index()] = 7;
+        let kv = ps.to_kv();
+        let get = |k: &str| kv.iter().find(|(n, _)| n == k).map(|p| p.1);
+        assert_eq!(get("allocated_bytes.all.current"), Some(5));
+        assert_eq!(get("allocated_bytes.small_pool.peak"), Some(10));
+        assert_eq!(get("reserved_bytes.large_pool.peak"), Some(0));
+        assert_eq!(get("num_ooms"), Some(2));
+        assert_eq!(get("page_bytes.thp"), Some(7));
+        assert_eq!(get("segment.all.current"), Some(0));
+        let s = ps.summary();
+        assert!(s.contains("Allocated memory") && s.contains("from small pool"));
+        assert!(s.lines().all(|l| l.chars().count() == 77), "{s}");
+    }
+}

@@ -1,0 +1,58 @@
+//! Argument checking shared by the bindings: every number and timeout a user passes goes
+//! through here, so wrong types and absurd values give typed npurt errors, never a crash.
+
+use crate::errors::{type_error, value_error};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt};
+use std::time::Duration;
+
+/// An integer argument (bools refused), range-checked.
+pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, min: i64, max: i64) -> PyResult<i64> {
+    // ints and objects with __index__ (numpy integers); never bools or floats
+    if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyInt>() || obj.hasattr("__index__")?) {
+        return Err(type_error(format!("{name} must be an int, not {}", type_name(obj))));
+    }
+    let v: i64 = match obj.call_method0("__index__").and_then(|i| i.extract::<i64>()) {
+        Ok(v) => v,
+        Err(_) => return Err(value_error(format!("{name}={obj} is out of range {min}..={max}"))),
+    };
+    if v < min || v > max {
+        return Err(value_error(format!("{name}={v} is out of range {min}..={max}")));
+    }
+    Ok(v)
+}
+
+/// A timeout in seconds: `None` waits forever; must be a non-negative number.
+pub(crate) fn timeout_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    let Some(obj) = obj else { return Ok(None) };
+    if obj.is_none() {
+        return Ok(None);
+    }
+    if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
+        return Err(type_error(format!("timeout must be a number of seconds or None, not {}", type_name(obj))));
+    }
+    let secs: f64 = obj.extract()?;
+    if secs.is_nan() || secs < 0.0 {
+        return Err(value_error(format!("timeout must be >= 0 seconds, got {secs}")));
+    }
+    if secs.is_infinite() || secs > 1e9 {
+        return Ok(None);
+    }
+    Ok(Some(Duration::from_secs_f64(secs)))
+}
+
+/// A duration in seconds for a kernel: finite, 0..=3600.
+pub(crate) fn seconds_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
+    if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
+        return Err(type_error(format!("{name} must be a number of seconds, not {}", type_name(obj))));
+    }
+    let secs: f64 = obj.extract()?;
+    if !secs.is_finite() || !(0.0..=3600.0).contains(&secs) {
+        return Err(value_error(format!("{name} must be between 0 and 3600 seconds, got {secs}")));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}

@@ -1,0 +1,65 @@
+//! The one place where npurt's Rust errors become Python exceptions.
+//!
+//! The exception classes live in `npurt/exceptions.py` (a tree under `npurt.Error`, each
+//! class also deriving from the matching builtin); this module picks the class for an
+//! [`ErrorKind`] and raises it with the message, the ACL code and the ACL name.
+
+use npurt_core::{Error, ErrorKind};
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+fn class_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::InvalidValue => "InvalidValueError",
+        ErrorKind::InvalidDevice => "InvalidDeviceError",
+        ErrorKind::NoContext => "NoContextError",
+        ErrorKind::WrongContext => "WrongContextError",
+        ErrorKind::InvalidHandle => "InvalidHandleError",
+        ErrorKind::Timeout => "WaitTimeoutError",
+        ErrorKind::OutOfMemory => "OutOfMemoryError",
+        ErrorKind::MemoryFree => "MemoryFreeError",
+        ErrorKind::TaskFailed => "TaskFailedError",
+        ErrorKind::Aborted => "StreamAbortedError",
+        ErrorKind::NotSupported => "NotSupportedError",
+        ErrorKind::Internal => "InternalError",
+    }
+}
+
+fn raise(py: Python<'_>, class: &str, message: String, code: u32, name: &'static str) -> PyErr {
+    let cls = py
+        .import("npurt.exceptions")
+        .and_then(|m| m.getattr(class))
+        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+    match cls {
+        Ok(cls) => PyErr::from_type(cls, (message, code, name)),
+        Err(e) => e,
+    }
+}
+
+/// Converts a runtime error into the matching `npurt` exception.
+pub(crate) fn to_py(e: Error) -> PyErr {
+    let acl = e.acl();
+    Python::attach(|py| raise(py, class_name(e.kind()), e.to_string(), acl.code, acl.name))
+}
+
+/// An argument of the wrong type: `npurt.InvalidTypeError` (also a `TypeError`), code 107000.
+pub(crate) fn type_error(message: String) -> PyErr {
+    Python::attach(|py| raise(py, "InvalidTypeError", message, 107_000, "ACL_ERROR_RT_PARAM_INVALID"))
+}
+
+/// An argument with a bad value: `npurt.InvalidValueError`, code 107000.
+pub(crate) fn value_error(message: impl Into<String>) -> PyErr {
+    to_py(Error::invalid(message))
+}
+
+/// `Result<T, npurt_core::Error>` → `PyResult<T>`.
+pub(crate) trait IntoPy<T> {
+    fn py_err(self) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, Error> {
+    #[inline]
+    fn py_err(self) -> PyResult<T> {
+        self.map_err(to_py)
+    }
+}

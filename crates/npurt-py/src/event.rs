@@ -1,0 +1,75 @@
+//! `npurt.Event`: a point recorded on a stream; timing events measure elapsed milliseconds.
+
+use crate::args::timeout_arg;
+use crate::errors::{IntoPy, type_error};
+use crate::stream::{context_for, stream_or_current};
+use npurt_core::{Context, Event};
+use pyo3::prelude::*;
+
+#[pyclass(module = "npurt", name = "Event", frozen)]
+pub(crate) struct PyEvent {
+    pub(crate) e: Event,
+}
+
+impl PyEvent {
+    pub(crate) fn on_context(ctx: &Context, timing: bool) -> PyResult<Self> {
+        Ok(Self { e: ctx.create_event(timing).py_err()? })
+    }
+}
+
+#[pymethods]
+impl PyEvent {
+    /// `timing=True` (or torch's `enable_timing=True`) enables `elapsed_time`.
+    #[new]
+    #[pyo3(signature = (timing=false, device=None, *, enable_timing=None))]
+    fn new(py: Python<'_>, timing: bool, device: Option<&Bound<'_, PyAny>>, enable_timing: Option<bool>) -> PyResult<Self> {
+        let ctx = context_for(py, device)?;
+        Self::on_context(&ctx, timing || enable_timing.unwrap_or(false))
+    }
+
+    #[getter]
+    fn timing(&self) -> bool {
+        self.e.timing()
+    }
+    #[getter]
+    fn device(&self) -> u32 {
+        self.e.device()
+    }
+    fn __repr__(&self) -> String {
+        format!("<npurt.Event device={} timing={}>", self.e.device(), self.e.timing())
+    }
+
+    /// Records all work submitted so far to `stream` (the current stream by default).
+    #[pyo3(signature = (stream=None))]
+    fn record(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let s = stream_or_current(stream)?;
+        self.e.record(&s).py_err()
+    }
+
+    /// True once the recorded work has finished (or if never recorded).
+    fn query(&self) -> PyResult<bool> {
+        self.e.query().py_err()
+    }
+
+    /// Waits for the recorded work (GIL released). `timeout` in seconds.
+    #[pyo3(signature = (timeout=None))]
+    fn synchronize(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let t = timeout_arg(timeout)?;
+        py.detach(|| self.e.synchronize(t)).py_err()
+    }
+
+    /// Makes `stream` (the current stream by default) wait for this event.
+    #[pyo3(signature = (stream=None))]
+    fn wait(&self, py: Python<'_>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let s = stream_or_current(stream)?;
+        py.detach(|| s.wait_event(&self.e)).py_err()
+    }
+
+    /// Milliseconds between this event and `end` (both recorded with timing, both done).
+    fn elapsed_time(&self, end: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let end = end
+            .cast::<PyEvent>()
+            .map_err(|_| type_error(format!("end must be an npurt.Event, not {}", crate::args::type_name(end))))?;
+        self.e.elapsed_ms(&end.get().e).py_err()
+    }
+}

@@ -1,0 +1,111 @@
+//! PyO3 glue for npurt: the native module `npurt._npurt`. It wraps npurt-core types,
+//! releases the GIL around every blocking call and maps errors in one place (`errors.rs`);
+//! it holds no runtime logic.
+
+mod args;
+mod context;
+mod device;
+mod errors;
+mod event;
+mod kernels;
+mod stream;
+
+use errors::IntoPy;
+use npurt_core::{runtime, Config};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// Sets the virtual devices before first use. Keyword arguments override the `NPURT_*`
+/// environment variables: device_count, device_memory (bytes or "16G"), aicore_num,
+/// worker_threads, visible_devices (list of ids or "0,1"), stream_queue_depth.
+#[pyfunction]
+#[pyo3(signature = (**kwargs))]
+fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let mut c = Config::from_env().py_err()?;
+    let mut aicore_set = false;
+    let mut workers_set = false;
+    if let Some(kw) = kwargs {
+        for (k, v) in kw.iter() {
+            let key: String = k.extract()?;
+            let int = |name: &str, max: i64| args::int_arg(&v, name, 0, max);
+            match key.as_str() {
+                "device_count" => c.device_count = int("device_count", 64)? as u32,
+                "device_memory" => {
+                    c.device_memory = if let Ok(s) = v.extract::<String>() {
+                        npurt_core::config::parse_bytes(&s)
+                            .ok_or_else(|| errors::value_error(format!("device_memory={s:?} is not a size")))?
+                    } else {
+                        int("device_memory", i64::MAX)? as u64
+                    }
+                }
+                "aicore_num" => {
+                    c.aicore_num = int("aicore_num", 1024)? as u32;
+                    aicore_set = true;
+                }
+                "worker_threads" => {
+                    c.worker_threads = int("worker_threads", 1024)? as u32;
+                    workers_set = true;
+                }
+                "stream_queue_depth" => c.stream_queue_depth = int("stream_queue_depth", 1 << 20)? as usize,
+                "visible_devices" => {
+                    c.visible_devices = Some(if let Ok(s) = v.extract::<String>() {
+                        npurt_core::config::parse_visible(&s, c.device_count)
+                    } else {
+                        let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+                        items.iter().map(|i| args::int_arg(i, "visible_devices", 0, 63).map(|x| x as u32)).collect::<PyResult<_>>()?
+                    })
+                }
+                other => return Err(errors::type_error(format!("configure() got an unexpected keyword argument {other:?}"))),
+            }
+        }
+    }
+    if aicore_set && !workers_set {
+        c.worker_threads = c.aicore_num.min(std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+    }
+    runtime::configure(c).py_err()
+}
+
+/// The configuration in force (initialises the runtime).
+#[pyfunction]
+fn get_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let c = runtime::config().py_err()?;
+    let d = PyDict::new(py);
+    d.set_item("device_count", c.device_count)?;
+    d.set_item("device_memory", c.device_memory)?;
+    d.set_item("aicore_num", c.aicore_num)?;
+    d.set_item("worker_threads", c.worker_threads)?;
+    d.set_item("visible_devices", c.visible())?;
+    d.set_item("stream_queue_depth", c.stream_queue_depth)?;
+    Ok(d)
+}
+
+/// (streams, events, contexts) alive in this process — for leak checks in tests.
+#[pyfunction]
+fn live_counts() -> (usize, usize, usize) {
+    npurt_core::live_counts()
+}
+
+#[pymodule]
+fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<device::PyDevice>()?;
+    m.add_class::<stream::PyStream>()?;
+    m.add_class::<event::PyEvent>()?;
+    m.add_class::<context::PyContext>()?;
+    m.add_function(wrap_pyfunction!(configure, m)?)?;
+    m.add_function(wrap_pyfunction!(get_config, m)?)?;
+    m.add_function(wrap_pyfunction!(live_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(device::device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(device::get_device_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(device::current_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::reset_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(device::_shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::current_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(stream::default_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::empty, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::busy, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::fault, m)?)?;
+    Ok(())
+}

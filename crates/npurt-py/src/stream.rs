@@ -1,0 +1,218 @@
+//! `npurt.Stream`: an ACL stream. `with stream:` makes it the thread's current stream.
+
+use crate::args::{int_arg, timeout_arg};
+use crate::device::device_id;
+use crate::errors::{IntoPy, type_error};
+use crate::event::PyEvent;
+use npurt_core::error::TaskError;
+use npurt_core::{current, runtime, Context, Engine, Stream};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+/// The context a new stream or event goes into: the current one, or `device`'s.
+pub(crate) fn context_for(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Context> {
+    let cur = py.detach(current::current_context).py_err()?;
+    let Some(d) = device else { return Ok(cur) };
+    if d.is_none() {
+        return Ok(cur);
+    }
+    let id = device_id(d)?;
+    if cur.device() as i64 == id {
+        return Ok(cur);
+    }
+    let dev = py.detach(|| runtime::use_device(id)).py_err()?;
+    Ok(dev.default_context())
+}
+
+#[pyclass(module = "npurt", name = "Stream", frozen)]
+pub(crate) struct PyStream {
+    pub(crate) s: Stream,
+    owned: bool,
+}
+
+impl PyStream {
+    pub(crate) fn wrap(s: Stream) -> Self {
+        Self { s, owned: false }
+    }
+}
+
+impl Drop for PyStream {
+    fn drop(&mut self) {
+        // The object that created the stream releases it (without blocking: queued work
+        // still runs). Handles from current_stream() do not own their stream.
+        if self.owned {
+            self.s.release();
+        }
+    }
+}
+
+/// Resolves `stream=None` to the thread's current stream.
+pub(crate) fn stream_or_current(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
+    match stream {
+        Some(obj) if !obj.is_none() => match obj.cast::<PyStream>() {
+            Ok(s) => Ok(s.get().s.clone()),
+            Err(_) => Err(type_error(format!("stream must be an npurt.Stream, not {}", crate::args::type_name(obj)))),
+        },
+        _ => current::current_stream().py_err(),
+    }
+}
+
+#[pymethods]
+impl PyStream {
+    #[new]
+    #[pyo3(signature = (priority=None, device=None))]
+    fn new(py: Python<'_>, priority: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let prio = match priority {
+            Some(p) if !p.is_none() => int_arg(p, "priority", i64::MIN, i64::MAX)?,
+            _ => 0,
+        };
+        let ctx = context_for(py, device)?;
+        let s = ctx.create_stream(prio).py_err()?;
+        Ok(Self { s, owned: true })
+    }
+
+    #[getter]
+    fn priority(&self) -> u8 {
+        self.s.priority()
+    }
+    #[getter]
+    fn device(&self) -> u32 {
+        self.s.device()
+    }
+    #[getter]
+    fn id(&self) -> u64 {
+        self.s.id()
+    }
+    #[getter]
+    fn is_default(&self) -> bool {
+        self.s.is_default()
+    }
+    #[getter]
+    fn is_alive(&self) -> bool {
+        self.s.is_alive()
+    }
+    /// Tasks completed so far on this stream.
+    #[getter]
+    fn completed(&self) -> u64 {
+        self.s.completed()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<npurt.Stream id={} device={} priority={}>", self.s.id(), self.s.device(), self.s.priority())
+    }
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<PyStream>().is_ok_and(|o| o.get().s == self.s)
+    }
+    fn __hash__(&self) -> u64 {
+        self.s.id()
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        current::push_stream(&slf.get().s).py_err()?;
+        Ok(slf)
+    }
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
+        current::pop_stream(&self.s);
+        false
+    }
+
+    /// True when all work submitted so far has finished. Raises the stream's sticky error.
+    fn query(&self) -> PyResult<bool> {
+        self.s.query().py_err()
+    }
+
+    /// Waits for all submitted work (the GIL is released while waiting). `timeout` in
+    /// seconds; raises npurt.WaitTimeoutError (also a TimeoutError) when it passes.
+    #[pyo3(signature = (timeout=None))]
+    fn synchronize(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let t = timeout_arg(timeout)?;
+        py.detach(|| self.s.synchronize(t)).py_err()
+    }
+
+    /// Later work on this stream waits for `event`'s recorded work.
+    fn wait_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+        let e = event
+            .cast::<PyEvent>()
+            .map_err(|_| type_error(format!("event must be an npurt.Event, not {}", crate::args::type_name(event))))?;
+        let ev = e.get().e.clone();
+        py.detach(|| self.s.wait_event(&ev)).py_err()
+    }
+
+    /// Later work on this stream waits for everything submitted to `other` so far.
+    fn wait_stream(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<()> {
+        let o = other
+            .cast::<PyStream>()
+            .map_err(|_| type_error(format!("other must be an npurt.Stream, not {}", crate::args::type_name(other))))?;
+        let os = o.get().s.clone();
+        py.detach(|| self.s.wait_stream(&os)).py_err()
+    }
+
+    /// Records a new (or the given) event on this stream and returns it.
+    #[pyo3(signature = (event=None))]
+    fn record_event(&self, py: Python<'_>, event: Option<Py<PyEvent>>) -> PyResult<Py<PyEvent>> {
+        let ev = match event {
+            Some(e) => e,
+            None => {
+                let ctx = context_for(py, Some(&self.s.device().into_pyobject(py)?.into_any()))?;
+                Py::new(py, PyEvent::on_context(&ctx, false)?)?
+            }
+        };
+        ev.get().e.record(&self.s).py_err()?;
+        Ok(ev)
+    }
+
+    /// Runs `fn(*args)` on the runtime's callback thread once earlier work on this stream
+    /// is done; later work waits for it. An exception becomes the stream's sticky error.
+    #[pyo3(signature = (func, *args))]
+    fn launch_host_func(&self, py: Python<'_>, func: Py<PyAny>, args: Py<PyTuple>) -> PyResult<()> {
+        if !func.bind(py).is_callable() {
+            return Err(type_error("launch_host_func needs a callable".to_string()));
+        }
+        let op = Box::new(move || {
+            Python::attach(|py| {
+                let r = func.call1(py, args.bind(py).clone()).map(drop).map_err(|e| {
+                    let tb = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
+                    TaskError::HostCallback(format!("{}{}", tb, e))
+                });
+                drop(func);
+                drop(args);
+                r
+            })
+        });
+        match self.s.try_launch_engine(Engine::Host, op).py_err()? {
+            Ok(_) => Ok(()),
+            Err(p) => py.detach(|| self.s.push_pending(p).map(drop)).py_err(),
+        }
+    }
+
+    /// Destroys the stream: waits for its work (or, with force=True, drops queued work).
+    #[pyo3(signature = (force=false))]
+    fn destroy(&self, py: Python<'_>, force: bool) -> PyResult<()> {
+        py.detach(|| self.s.destroy(force)).py_err()
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+pub(crate) fn current_stream(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<PyStream> {
+    match device {
+        Some(d) if !d.is_none() => {
+            let ctx = context_for(py, Some(d))?;
+            let cur = current::current_stream().py_err()?;
+            if cur.context_id() == ctx.id() {
+                Ok(PyStream::wrap(cur))
+            } else {
+                Ok(PyStream::wrap(ctx.default_stream().py_err()?))
+            }
+        }
+        _ => Ok(PyStream::wrap(current::current_stream().py_err()?)),
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (device=None))]
+pub(crate) fn default_stream(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<PyStream> {
+    let ctx = context_for(py, device)?;
+    Ok(PyStream::wrap(ctx.default_stream().py_err()?))
+}

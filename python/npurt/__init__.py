@@ -1,0 +1,61 @@
+"""npurt: an Ascend-NPU-style device runtime (AscendCL ``aclrt*`` semantics) on the CPU.
+
+>>> import npurt
+>>> with npurt.Device(0) as dev:
+...     s = npurt.Stream(priority=0)
+...     npurt.kernels.busy(0.001, stream=s)
+...     s.synchronize()
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+
+from . import _npurt, kernels
+from .context import Context
+from .device import (
+    Device,
+    configure,
+    current_device,
+    device_count,
+    get_config,
+    get_device_properties,
+    reset_device,
+    set_device,
+    synchronize,
+)
+from .event import Event
+from .exceptions import *  # noqa: F403
+from .exceptions import Error, OutOfMemoryError, WaitTimeoutError
+from .stream import Stream, current_stream, default_stream, stream
+
+__version__ = _npurt.__version__
+
+__all__ = [
+    "Context",
+    "Device",
+    "Error",
+    "Event",
+    "OutOfMemoryError",
+    "Stream",
+    "WaitTimeoutError",
+    "configure",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device_count",
+    "get_config",
+    "get_device_properties",
+    "kernels",
+    "live_counts",
+    "reset_device",
+    "set_device",
+    "stream",
+    "synchronize",
+]
+
+live_counts = _npurt.live_counts
+
+# Finish queued work and stop runtime threads while the interpreter can still run
+# host callbacks.
+_atexit.register(_npurt._shutdown)
