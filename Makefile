@@ -12,7 +12,8 @@ install:
 install-test:
 	$(PIP) install -q -e '.[test]'
 
-run: install
+run:
+	$(PIP) install -q -e '.[bench]'
 	$(PYTHON) -m npurt.demo
 	$(PYTHON) -m npurt.bench --quick
 
@@ -24,12 +25,12 @@ test-rust:
 test-py:
 	$(PYTHON) -m pytest -q
 
-bench: install
+bench:
 	$(PIP) install -q -e '.[bench]'
 	$(PYTHON) -m pytest benches --benchmark-enable -q
 
 loom:
-	RUSTFLAGS="--cfg loom" cargo test -p npurt-core --release --lib loom
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p npurt-core --release --lib loom
 
 fmt:
 	cargo fmt --all

@@ -20,6 +20,9 @@ pub struct ContextInner {
     pub(crate) dev: Arc<DeviceShared>,
     default_stream: Arc<StreamInner>,
     streams: Mutex<Vec<Arc<StreamInner>>>,
+    /// Released streams whose queued work has not finished yet: device and context
+    /// synchronisation and teardown still wait for them.
+    draining: Mutex<Vec<Arc<StreamInner>>>,
     alive: AtomicBool,
     explicit: bool,
 }
@@ -45,6 +48,7 @@ impl ContextInner {
             default_stream: StreamInner::new(dev.clone(), weak.clone(), id, 0, true),
             dev,
             streams: Mutex::new(Vec::new()),
+            draining: Mutex::new(Vec::new()),
             alive: AtomicBool::new(true),
             explicit,
         })
@@ -64,11 +68,27 @@ impl ContextInner {
         Ok(())
     }
 
+    /// Unregisters a destroyed or released stream; one with queued work is kept on the
+    /// draining list until that work is done.
     pub(crate) fn forget_stream(&self, s: &Arc<StreamInner>) {
         let mut v = self.streams.lock();
         let before = v.len();
         v.retain(|x| !Arc::ptr_eq(x, s));
         crate::stream::count_user_streams(v.len() as isize - before as isize);
+        drop(v);
+        let mut d = self.draining.lock();
+        d.retain(|x| x.timeline.completed() < x.queue.tail());
+        if s.timeline.completed() < s.queue.tail() {
+            d.push(s.clone());
+        }
+    }
+
+    /// Every stream whose work a synchronize must wait for.
+    fn all_streams(&self) -> Vec<Arc<StreamInner>> {
+        let mut all = vec![self.default_stream.clone()];
+        all.extend(self.streams.lock().iter().cloned());
+        all.extend(self.draining.lock().iter().cloned());
+        all
     }
 
     /// User streams still registered (not destroyed).
@@ -78,11 +98,14 @@ impl ContextInner {
 
     /// Waits for all streams of this context; true if all finished before `deadline`.
     pub(crate) fn wait_all(&self, deadline: Option<std::time::Instant>) -> bool {
-        let streams: Vec<_> = self.streams.lock().clone();
-        std::iter::once(&self.default_stream).chain(streams.iter()).all(|s| {
+        let done = self.all_streams().iter().all(|s| {
             let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
             s.wait_all(left)
-        })
+        });
+        if done {
+            self.draining.lock().retain(|x| x.timeline.completed() < x.queue.tail());
+        }
+        done
     }
 
     /// First sticky error among this context's streams.
@@ -98,6 +121,7 @@ impl ContextInner {
     pub(crate) fn retire(&self) {
         self.alive.store(false, Release);
         let streams = std::mem::take(&mut *self.streams.lock());
+        self.draining.lock().clear();
         crate::stream::count_user_streams(-(streams.len() as isize));
         for s in &streams {
             s.retire(false);

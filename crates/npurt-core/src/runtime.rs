@@ -129,6 +129,14 @@ pub fn use_device(id: i64) -> Result<Arc<DeviceRuntime>> {
     Ok(d)
 }
 
+/// The active runtime of device `id`; if none holds it, takes the implicit reference.
+pub fn active_or_use(id: i64) -> Result<Arc<DeviceRuntime>> {
+    match active_device(id)? {
+        Some(d) => Ok(d),
+        None => use_device(id),
+    }
+}
+
 /// The active runtime of device `id`, if any reference holds it.
 pub fn active_device(id: i64) -> Result<Option<Arc<DeviceRuntime>>> {
     Ok(slot(id)?.state.lock().dev.clone())
@@ -147,7 +155,6 @@ pub fn reset_device_force(id: i64) -> Result<Option<LeakReport>> {
 }
 
 fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
-    crate::executor::forbid_runtime_thread("reset a device")?;
     let slot = slot(id)?;
     let dev = {
         let mut st = slot.state.lock();
@@ -168,7 +175,17 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
         st.implicit = false;
         st.dev.take()
     };
-    Ok(dev.map(|d| d.teardown(force)))
+    let Some(d) = dev else { return Ok(None) };
+    if crate::executor::is_runtime_thread() {
+        // A teardown joins the runtime threads, possibly this one: hand it to a helper
+        // thread (the last reset came from a host callback or a kernel).
+        std::thread::Builder::new()
+            .name(format!("npurt-teardown-{id}"))
+            .spawn(move || drop(d.teardown(force)))
+            .map_err(|e| DeviceError::Spawn { device: id as u32, reason: e.to_string() })?;
+        return Ok(None);
+    }
+    Ok(Some(d.teardown(force)))
 }
 
 /// Reference count of device `id` (for tests and diagnostics).

@@ -127,6 +127,9 @@ impl Timeline {
                 return true;
             }
             if i % 64 == 63 {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break; // the spin phase never outlasts the caller's timeout
+                }
                 std::thread::yield_now();
             } else {
                 crate::sync::spin_hint();

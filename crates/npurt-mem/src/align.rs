@@ -34,9 +34,15 @@ pub fn round_down(n: usize, align: usize) -> usize {
 #[inline]
 fn check(n: usize) -> Result<(), MemError> {
     if n == 0 {
-        Err(MemError::InvalidSize { size: n, reason: "size must be > 0" })
+        Err(MemError::InvalidSize {
+            size: n,
+            reason: "size must be > 0",
+        })
     } else if n > MAX_SIZE {
-        Err(MemError::InvalidSize { size: n, reason: "size exceeds isize::MAX" })
+        Err(MemError::InvalidSize {
+            size: n,
+            reason: "size exceeds isize::MAX",
+        })
     } else {
         Ok(())
     }
@@ -44,7 +50,10 @@ fn check(n: usize) -> Result<(), MemError> {
 
 #[inline]
 fn overflow(n: usize) -> MemError {
-    MemError::InvalidSize { size: n, reason: "size overflows when rounded" }
+    MemError::InvalidSize {
+        size: n,
+        reason: "size overflows when rounded",
+    }
 }
 
 /// Bytes `aclrtMalloc(n)` really takes: `round_up(n, 32) + 32`.

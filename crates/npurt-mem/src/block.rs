@@ -45,6 +45,8 @@ pub(crate) struct Block {
     /// `SMALL` or `LARGE`.
     pub pool: u8,
     pub state: BState,
+    /// Free and held in the free lists' hot cache (not in the ordered map).
+    pub hot: bool,
 }
 
 /// Free-list key: ordered by (stream tag, size, address), so a range query from
@@ -145,6 +147,7 @@ mod tests {
             seg: 0,
             pool: SMALL as u8,
             state: BState::Free,
+            hot: false,
         }
     }
 
@@ -169,3 +172,31 @@ mod tests {
         assert_eq!(merged_tag(1, 2), None);
     }
 }
+
+/// Hasher for block start addresses (multiplicative mix, high bits folded down so
+/// that 2 MiB-aligned addresses spread over the table).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        let x = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = x ^ (x >> 29);
+    }
+}
+
+/// Block start → slot, for every live block.
+pub(crate) type AddrMap =
+    std::collections::HashMap<usize, u32, std::hash::BuildHasherDefault<AddrHasher>>;

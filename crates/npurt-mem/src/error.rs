@@ -94,10 +94,13 @@ impl MemError {
             MemError::InvalidSize { .. } | MemError::InvalidStream { .. } => {
                 ACL_ERROR_RT_PARAM_INVALID
             }
-            MemError::InvalidPointer { during_free: true, .. } | MemError::DoubleFree { .. } => {
-                ACL_ERROR_RT_MEMORY_FREE
+            MemError::InvalidPointer {
+                during_free: true, ..
             }
-            MemError::InvalidPointer { during_free: false, .. } => ACL_ERROR_RT_PARAM_INVALID,
+            | MemError::DoubleFree { .. } => ACL_ERROR_RT_MEMORY_FREE,
+            MemError::InvalidPointer {
+                during_free: false, ..
+            } => ACL_ERROR_RT_PARAM_INVALID,
             MemError::Os { .. } => ACL_ERROR_RT_DRV_INTERNAL_ERROR,
         }
     }
@@ -179,14 +182,31 @@ mod tests {
         assert_eq!(oom.name(), "ACL_ERROR_RT_MEMORY_ALLOCATION");
         let msg = oom.to_string();
         assert!(msg.contains("quota") && msg.contains("1.00 MiB") && msg.contains("empty_cache"));
-        assert_eq!(MemError::HugePagesUnavailable { requested: 1 }.code(), 207_001);
-        assert_eq!(MemError::InvalidSize { size: 0, reason: "zero" }.code(), 107_000);
-        let bad = MemError::InvalidPointer { addr: 16, reason: "unknown", during_free: true };
+        assert_eq!(
+            MemError::HugePagesUnavailable { requested: 1 }.code(),
+            207_001
+        );
+        assert_eq!(
+            MemError::InvalidSize {
+                size: 0,
+                reason: "zero"
+            }
+            .code(),
+            107_000
+        );
+        let bad = MemError::InvalidPointer {
+            addr: 16,
+            reason: "unknown",
+            during_free: true,
+        };
         assert_eq!(bad.code(), 207_002);
         assert_eq!(bad.name(), "ACL_ERROR_RT_MEMORY_FREE");
         assert_eq!(bad.not_during_free().code(), 107_000);
         assert_eq!(MemError::DoubleFree { addr: 1 }.code(), 207_002);
-        let os = MemError::Os { op: "mmap", errno: libc::ENOMEM };
+        let os = MemError::Os {
+            op: "mmap",
+            errno: libc::ENOMEM,
+        };
         assert_eq!(os.code(), 507_899);
         assert_eq!(os.name(), "ACL_ERROR_RT_DRV_INTERNAL_ERROR");
         assert!(os.to_string().starts_with("mmap failed"));

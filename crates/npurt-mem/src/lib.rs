@@ -17,7 +17,8 @@
 //!    `max_split_size`, release of cached segments and retry before OutOfMemory, a
 //!    quota, `empty_cache`, gc threshold, torch-named statistics. Reserved bytes never
 //!    exceed the configured capacity. [`CachingPool::fixed`] is a pre-mapped pool that
-//!    never grows (AscendCL `MemPool`).
+//!    never grows (AscendCL `MemPool`). The 1 MiB threshold of the ladder applies to
+//!    segment sizes, so under `HugeFirst` even the small pool's 2 MiB segments get THP.
 //! 3. **Pinned host memory** ([`HostAlloc`], [`PinnedPool`]): `mlock`ed host buffers,
 //!    cached by power-of-two size class.
 //!
@@ -52,6 +53,24 @@
 //!   install a hook or synchronize before `empty_cache`. The gc threshold only
 //!   releases segments known to be idle when a hook is installed.
 //!
+//! ```
+//! use std::sync::atomic::{AtomicBool, Ordering};
+//! use std::sync::Arc;
+//! use npurt_mem::{CachingPool, PoolConfig};
+//!
+//! let pool = CachingPool::new(PoolConfig::new(1 << 30)).unwrap();
+//! let a = pool.alloc_acl(1000, 1).unwrap(); // stream 1
+//! assert_eq!(pool.lookup(a + 10).unwrap().base, a);
+//! // Stream 2 also read the buffer: fence that use when freeing.
+//! let stream2_done = Arc::new(AtomicBool::new(false));
+//! pool.free(a, vec![Box::new(stream2_done.clone())]).unwrap();
+//! let b = pool.alloc_acl(1000, 1).unwrap();
+//! assert_ne!(a, b, "a is pending until the fence completes");
+//! stream2_done.store(true, Ordering::Release);
+//! assert_eq!(pool.alloc_acl(1000, 1).unwrap(), a);
+//! assert!(pool.free(a + 64, vec![]).is_err()); // interior pointer: typed error
+//! ```
+//!
 //! Bad pointers never cause UB: `free` of an unknown, interior or already freed
 //! address returns [`MemError::InvalidPointer`] / [`MemError::DoubleFree`] (ACL code
 //! 207002), and [`CachingPool::lookup`] resolves interior pointers or returns `None`.
@@ -60,8 +79,15 @@
 
 pub mod align;
 mod block;
+mod check;
+mod config;
 pub mod error;
 mod fence;
+mod freelist;
+mod grow;
+mod host;
+mod info;
+mod lifecycle;
 pub mod page;
 mod pinned;
 mod pool;
@@ -71,19 +97,34 @@ pub mod stats;
 
 pub use align::{acl_malloc_align32_size, acl_malloc_size};
 pub use block::ANY_STREAM;
+pub use config::{PoolConfig, SyncHook};
 pub use error::{human_bytes, MemError};
 pub use fence::{Completed, Fence};
+pub use host::HostAlloc;
+pub use info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot};
 pub use page::{
     smaps_anon_huge_bytes, smaps_rss_bytes, thp_enabled, thp_mode, HugePageMode, PageKind,
     PagePolicy, ThpMode, HUGEPAGES_ENV,
 };
-pub use pinned::{HostAlloc, PinnedInfo, PinnedPool, PinnedStats};
-pub use pool::{
-    BlockInfo, BlockSnapshot, BlockStatus, CachingPool, PoolConfig, SegmentSnapshot, SyncHook,
-};
+pub use pinned::{PinnedInfo, PinnedPool, PinnedStats};
+pub use pool::CachingPool;
 pub use segment::Segment;
 pub use state::{LARGE_BUFFER, MIN_BLOCK, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER, SMALL_SIZE};
 pub use stats::{PoolStats, Stat, StatArray};
 
 /// Result type of this crate.
 pub type Result<T, E = MemError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        send_sync::<crate::CachingPool>();
+        send_sync::<crate::PinnedPool>();
+        send_sync::<crate::Segment>();
+        send_sync::<crate::HostAlloc>();
+        send_sync::<crate::MemError>();
+    }
+}

@@ -246,9 +246,18 @@ Size:               2048 kB
 AnonHugePages:         0 kB
 ";
         let base = 0x7f00_0000_0000usize;
-        assert_eq!(parse_smaps_field(text, base, base + 4096, "AnonHugePages"), Some(2 << 20));
-        assert_eq!(parse_smaps_field(text, base, base + (6 << 20), "Rss"), Some(4 << 20));
-        assert_eq!(parse_smaps_field(text, base + (4 << 20), base + (5 << 20), "AnonHugePages"), Some(0));
+        assert_eq!(
+            parse_smaps_field(text, base, base + 4096, "AnonHugePages"),
+            Some(2 << 20)
+        );
+        assert_eq!(
+            parse_smaps_field(text, base, base + (6 << 20), "Rss"),
+            Some(4 << 20)
+        );
+        assert_eq!(
+            parse_smaps_field(text, base + (4 << 20), base + (5 << 20), "AnonHugePages"),
+            Some(0)
+        );
         assert_eq!(parse_smaps_field(text, 0x1000, 0x2000, "Rss"), None);
     }
 

@@ -1,119 +1,16 @@
-//! Pinned ("page-locked") host memory: [`HostAlloc`] (mmap + `mlock` where permitted)
-//! and [`PinnedPool`], a cache of freed host allocations by power-of-two size class
-//! (the rules of torch's `CachingHostAllocator`, including fenced frees).
-
-use std::collections::BTreeMap;
-use std::ptr::NonNull;
+//! [`PinnedPool`]: a cache of freed pinned host allocations ([`HostAlloc`]) by
+//! power-of-two size class (the rules of torch's `CachingHostAllocator`, including
+//! fenced frees).
 
 use parking_lot::Mutex;
+use std::collections::BTreeMap;
 
-use crate::align::round_up;
 use crate::error::MemError;
 use crate::fence::Fence;
-use crate::page::page_size;
+use crate::host::{HostAlloc, MAX_HOST};
 
-/// Largest host allocation accepted.
-const MAX_HOST: usize = 1 << 48;
 /// Smallest size class of [`PinnedPool`].
 pub const MIN_HOST_CLASS: usize = 4096;
-
-/// An anonymous host mapping, `mlock`ed when the process may lock it. Page aligned
-/// (hence 64-byte aligned). Unlocked and unmapped on drop.
-#[derive(Debug)]
-pub struct HostAlloc {
-    ptr: NonNull<u8>,
-    len: usize,
-    locked: bool,
-}
-
-// SAFETY: HostAlloc exclusively owns its mapping; the pointer is just an address with
-// no thread affinity, and shared access only reads ptr/len/locked.
-unsafe impl Send for HostAlloc {}
-// SAFETY: see Send.
-unsafe impl Sync for HostAlloc {}
-
-impl HostAlloc {
-    /// Maps `size` bytes (rounded up to the page size) and tries to `mlock` them.
-    /// A refused lock (RLIMIT_MEMLOCK, no CAP_IPC_LOCK) is not an error: see
-    /// [`is_locked`](Self::is_locked).
-    pub fn new(size: usize) -> Result<HostAlloc, MemError> {
-        if size == 0 {
-            return Err(MemError::InvalidSize { size, reason: "host allocation size must be > 0" });
-        }
-        if size > MAX_HOST {
-            return Err(MemError::InvalidSize { size, reason: "host allocation too large" });
-        }
-        let len = round_up(size, page_size()).expect("bounded size");
-        // SAFETY: a fresh private anonymous mapping with a null hint aliases nothing.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(MemError::last_os("mmap"));
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or(MemError::Os { op: "mmap", errno: 0 })?;
-        // SAFETY: [p, p+len) is the mapping created above; mlock only pins its pages.
-        let locked = unsafe { libc::mlock(p, len) } == 0;
-        Ok(HostAlloc { ptr, len, locked })
-    }
-
-    /// Start of the allocation.
-    pub fn ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    /// Start address as an integer.
-    pub fn addr(&self) -> usize {
-        self.ptr.as_ptr() as usize
-    }
-
-    /// Length in bytes (page rounded).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false; present for clippy's `len_without_is_empty`.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Whether `mlock` succeeded.
-    pub fn is_locked(&self) -> bool {
-        self.locked
-    }
-
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: [ptr, ptr+len) is a live RW mapping owned by self; the shared borrow
-        // of self prevents concurrent mutation through `as_mut_slice`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The bytes, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`, and `&mut self` makes this borrow exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for HostAlloc {
-    fn drop(&mut self) {
-        // SAFETY: the mapping is owned by self and no borrow of it outlives self.
-        unsafe {
-            if self.locked {
-                libc::munlock(self.ptr.as_ptr().cast(), self.len);
-            }
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-    }
-}
 
 /// What [`PinnedPool::lookup`] knows about a host address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,16 +89,25 @@ pub struct PinnedPool {
 impl PinnedPool {
     /// A pool caching at most `max_cached_bytes` of freed allocations.
     pub fn new(max_cached_bytes: usize) -> PinnedPool {
-        PinnedPool { inner: Mutex::new(PinnedState::default()), max_cached: max_cached_bytes }
+        PinnedPool {
+            inner: Mutex::new(PinnedState::default()),
+            max_cached: max_cached_bytes,
+        }
     }
 
     /// Size class of a request: the next power of two, at least 4 KiB.
     pub fn class_size(size: usize) -> Result<usize, MemError> {
         if size == 0 {
-            return Err(MemError::InvalidSize { size, reason: "host allocation size must be > 0" });
+            return Err(MemError::InvalidSize {
+                size,
+                reason: "host allocation size must be > 0",
+            });
         }
         if size > MAX_HOST {
-            return Err(MemError::InvalidSize { size, reason: "host allocation too large" });
+            return Err(MemError::InvalidSize {
+                size,
+                reason: "host allocation too large",
+            });
         }
         Ok(size.max(MIN_HOST_CLASS).next_power_of_two())
     }
@@ -238,15 +144,25 @@ impl PinnedPool {
         let mut garbage = Vec::new();
         let mut st = self.inner.lock();
         let Some((a, _)) = st.live.remove(&addr) else {
-            let cached = st.cache.iter().flatten().chain(st.pending.iter().map(|p| &p.0));
+            let cached = st
+                .cache
+                .iter()
+                .flatten()
+                .chain(st.pending.iter().map(|p| &p.0));
             if cached.into_iter().any(|a| a.addr() == addr) {
                 return Err(MemError::DoubleFree { addr });
             }
             let reason = match st.live.range(..addr).next_back() {
-                Some((_, (a, _))) if addr < a.addr() + a.len() => "interior pointer: not the start of a host allocation",
+                Some((_, (a, _))) if addr < a.addr() + a.len() => {
+                    "interior pointer: not the start of a host allocation"
+                }
                 _ => "unknown host address",
             };
-            return Err(MemError::InvalidPointer { addr, reason, during_free: true });
+            return Err(MemError::InvalidPointer {
+                addr,
+                reason,
+                during_free: true,
+            });
         };
         st.stats.live_bytes -= a.len() as u64;
         let mut fences = fences;
@@ -305,26 +221,31 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn host_alloc_basics() {
-        let mut h = HostAlloc::new(10_000).unwrap();
-        assert_eq!(h.addr() % 64, 0);
-        assert!(h.len() >= 10_000);
-        h.as_mut_slice().fill(7);
-        assert!(h.as_slice().iter().all(|&b| b == 7));
-        // Locking may be refused by RLIMIT_MEMLOCK; both outcomes are valid.
-        let _ = h.is_locked();
-        assert!(HostAlloc::new(0).is_err());
-        assert!(HostAlloc::new(usize::MAX).is_err());
-    }
-
-    #[test]
     fn pool_reuses_by_class_and_validates() {
         let p = PinnedPool::new(1 << 20);
         let a = p.alloc(5000).unwrap();
-        assert_eq!(p.lookup(a + 100).unwrap(), PinnedInfo { base: a, size: 5000, capacity: 8192, locked: p.lookup(a).unwrap().locked, offset: 100 });
-        assert!(matches!(p.free(a + 8, vec![]), Err(MemError::InvalidPointer { during_free: true, .. })));
+        assert_eq!(
+            p.lookup(a + 100).unwrap(),
+            PinnedInfo {
+                base: a,
+                size: 5000,
+                capacity: 8192,
+                locked: p.lookup(a).unwrap().locked,
+                offset: 100
+            }
+        );
+        assert!(matches!(
+            p.free(a + 8, vec![]),
+            Err(MemError::InvalidPointer {
+                during_free: true,
+                ..
+            })
+        ));
         p.free(a, vec![]).unwrap();
-        assert!(matches!(p.free(a, vec![]), Err(MemError::DoubleFree { .. })));
+        assert!(matches!(
+            p.free(a, vec![]),
+            Err(MemError::DoubleFree { .. })
+        ));
         assert!(p.lookup(a).is_none());
         let b = p.alloc(6000).unwrap();
         assert_eq!(a, b, "same class reused");
@@ -342,7 +263,10 @@ mod tests {
         }
         assert_eq!(p.empty_cache(), 16384);
         assert_eq!(p.stats().cached_bytes, 0);
-        assert!(matches!(p.free(12345, vec![]), Err(MemError::InvalidPointer { .. })));
+        assert!(matches!(
+            p.free(12345, vec![]),
+            Err(MemError::InvalidPointer { .. })
+        ));
         assert!(p.alloc(0).is_err());
     }
 }

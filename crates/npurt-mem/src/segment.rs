@@ -16,8 +16,7 @@ use std::ptr::NonNull;
 use crate::align::round_up;
 use crate::error::MemError;
 use crate::page::{
-    page_size, thp_enabled, HugePageMode, PageKind, PagePolicy, HUGE_MIN_REQUEST,
-    HUGE_PAGE_SIZE,
+    page_size, thp_enabled, HugePageMode, PageKind, PagePolicy, HUGE_MIN_REQUEST, HUGE_PAGE_SIZE,
 };
 
 /// Largest mapping the ladder accepts (keeps all rounding arithmetic far from overflow).
@@ -56,7 +55,10 @@ fn raw_mmap(len: usize, flags: libc::c_int, fd: RawFd) -> Result<NonNull<u8>, Me
     if p == libc::MAP_FAILED {
         return Err(MemError::last_os("mmap"));
     }
-    NonNull::new(p.cast::<u8>()).ok_or(MemError::Os { op: "mmap", errno: 0 })
+    NonNull::new(p.cast::<u8>()).ok_or(MemError::Os {
+        op: "mmap",
+        errno: 0,
+    })
 }
 
 /// Unmaps `[addr, addr+len)`; errors are ignored (nothing can be done on drop paths).
@@ -117,9 +119,15 @@ impl Segment {
 
     fn try_hugetlb(size: usize) -> Option<Segment> {
         let len = round_up(size, HUGE_PAGE_SIZE)?;
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
+        let flags =
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
         let ptr = raw_mmap(len, flags, -1).ok()?;
-        Some(Segment { ptr, len, kind: PageKind::HugeTlb, fd: None })
+        Some(Segment {
+            ptr,
+            len,
+            kind: PageKind::HugeTlb,
+            fd: None,
+        })
     }
 
     fn map_thp(size: usize) -> Result<Segment, MemError> {
@@ -143,7 +151,12 @@ impl Segment {
         } else {
             PageKind::Normal
         };
-        Ok(Segment { ptr, len, kind, fd: None })
+        Ok(Segment {
+            ptr,
+            len,
+            kind,
+            fd: None,
+        })
     }
 
     fn map_normal(size: usize, no_huge: bool) -> Result<Segment, MemError> {
@@ -153,7 +166,12 @@ impl Segment {
             // Refusal (e.g. kernels without THP) is harmless: pages are normal anyway.
             madvise(ptr, len, libc::MADV_NOHUGEPAGE);
         }
-        Ok(Segment { ptr, len, kind: PageKind::Normal, fd: None })
+        Ok(Segment {
+            ptr,
+            len,
+            kind: PageKind::Normal,
+            fd: None,
+        })
     }
 
     /// A shareable segment backed by `memfd_create` (`MAP_SHARED`), whose [`fd`](Self::fd)
@@ -199,7 +217,12 @@ impl Segment {
             return Err(MemError::last_os("ftruncate"));
         }
         let ptr = raw_mmap(len, libc::MAP_SHARED, fd.as_raw_fd())?;
-        Ok(Segment { ptr, len, kind, fd: Some(fd) })
+        Ok(Segment {
+            ptr,
+            len,
+            kind,
+            fd: Some(fd),
+        })
     }
 
     /// Start of the mapping (page aligned; 2 MiB aligned for hugetlb/THP).
@@ -254,10 +277,16 @@ impl Drop for Segment {
 
 fn check_size(size: usize) -> Result<(), MemError> {
     if size == 0 {
-        return Err(MemError::InvalidSize { size, reason: "mapping size must be > 0" });
+        return Err(MemError::InvalidSize {
+            size,
+            reason: "mapping size must be > 0",
+        });
     }
     if size > MAX_MAP {
-        return Err(MemError::InvalidSize { size, reason: "mapping size too large" });
+        return Err(MemError::InvalidSize {
+            size,
+            reason: "mapping size too large",
+        });
     }
     Ok(())
 }

@@ -147,7 +147,10 @@ impl PoolStats {
             out.push(("limit".to_string(), l));
         }
         for k in PageKind::ALL {
-            out.push((format!("page_bytes.{}", k.as_str()), self.page_bytes[k.index()]));
+            out.push((
+                format!("page_bytes.{}", k.as_str()),
+                self.page_bytes[k.index()],
+            ));
         }
         out
     }
@@ -220,7 +223,11 @@ impl PoolStats {
             human_bytes(self.largest_free_block),
             ""
         );
-        let _ = writeln!(s, "| {:<21} | {:>10} | {:<37}|", "Pending frees", self.pending_frees, "");
+        let _ = writeln!(
+            s,
+            "| {:<21} | {:>10} | {:<37}|",
+            "Pending frees", self.pending_frees, ""
+        );
         s += &line;
         s
     }
@@ -236,8 +243,20 @@ mod tests {
         inc(&mut a, SMALL_POOL, 10);
         inc(&mut a, LARGE_POOL, 5);
         dec(&mut a, SMALL_POOL, 10);
-        assert_eq!(a[ALL], Stat { current: 5, peak: 15, allocated: 15, freed: 10 });
-        let mut ps = PoolStats { allocated_bytes: a, num_ooms: 2, ..Default::default() };
+        assert_eq!(
+            a[ALL],
+            Stat {
+                current: 5,
+                peak: 15,
+                allocated: 15,
+                freed: 10
+            }
+        );
+        let mut ps = PoolStats {
+            allocated_bytes: a,
+            num_ooms: 2,
+            ..Default::default()
+        };
         ps.page_bytes[PageKind::Thp.index()] = 7;
         let kv = ps.to_kv();
         let get = |k: &str| kv.iter().find(|(n, _)| n == k).map(|p| p.1);

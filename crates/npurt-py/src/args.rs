@@ -31,7 +31,7 @@ pub(crate) fn timeout_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Dur
     if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
         return Err(type_error(format!("timeout must be a number of seconds or None, not {}", type_name(obj))));
     }
-    let secs: f64 = obj.extract()?;
+    let secs: f64 = obj.extract().map_err(|_| value_error(format!("timeout={obj} seconds is out of range")))?;
     if secs.is_nan() || secs < 0.0 {
         return Err(value_error(format!("timeout must be >= 0 seconds, got {secs}")));
     }
@@ -46,7 +46,7 @@ pub(crate) fn seconds_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Durati
     if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
         return Err(type_error(format!("{name} must be a number of seconds, not {}", type_name(obj))));
     }
-    let secs: f64 = obj.extract()?;
+    let secs: f64 = obj.extract().map_err(|_| value_error(format!("{name}={obj} is out of range")))?;
     if !secs.is_finite() || !(0.0..=3600.0).contains(&secs) {
         return Err(value_error(format!("{name} must be between 0 and 3600 seconds, got {secs}")));
     }

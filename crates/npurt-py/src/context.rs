@@ -19,7 +19,7 @@ impl PyContext {
     #[pyo3(signature = (device=None))]
     fn new(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let id = context_for(py, device)?.device() as i64;
-        let dev = py.detach(|| runtime::use_device(id)).py_err()?;
+        let dev = py.detach(|| runtime::active_or_use(id)).py_err()?;
         Ok(Self { c: dev.create_context().py_err()? })
     }
 

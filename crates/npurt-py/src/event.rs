@@ -17,6 +17,16 @@ impl PyEvent {
     }
 }
 
+/// Records `e` on `s`; a timing record queues a task and may wait for room in a full
+/// stream, so the GIL is released for it.
+pub(crate) fn record(py: Python<'_>, e: &Event, s: &npurt_core::Stream) -> PyResult<()> {
+    if e.timing() {
+        py.detach(|| e.record(s)).py_err()
+    } else {
+        e.record(s).py_err()
+    }
+}
+
 #[pymethods]
 impl PyEvent {
     /// `timing=True` (or torch's `enable_timing=True`) enables `elapsed_time`.
@@ -41,9 +51,9 @@ impl PyEvent {
 
     /// Records all work submitted so far to `stream` (the current stream by default).
     #[pyo3(signature = (stream=None))]
-    fn record(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn record(&self, py: Python<'_>, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let s = stream_or_current(stream)?;
-        self.e.record(&s).py_err()
+        record(py, &self.e, &s)
     }
 
     /// True once the recorded work has finished (or if never recorded).

@@ -20,7 +20,7 @@ pub(crate) fn context_for(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> 
     if cur.device() as i64 == id {
         return Ok(cur);
     }
-    let dev = py.detach(|| runtime::use_device(id)).py_err()?;
+    let dev = py.detach(|| runtime::active_or_use(id)).py_err()?;
     Ok(dev.default_context())
 }
 
@@ -158,7 +158,7 @@ impl PyStream {
                 Py::new(py, PyEvent::on_context(&ctx, false)?)?
             }
         };
-        ev.get().e.record(&self.s).py_err()?;
+        crate::event::record(py, &ev.get().e, &self.s)?;
         Ok(ev)
     }
 

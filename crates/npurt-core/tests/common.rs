@@ -1,0 +1,72 @@
+//! Shared helpers for the integration tests.
+#![allow(dead_code)]
+
+use npurt_core::{runtime, BlockCtx, Config, Context, Kernel, KernelFault};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+/// Two devices with two workers each; configured once per test binary.
+pub fn setup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let cfg = Config { device_count: 2, worker_threads: 2, aicore_num: 2, ..Config::default() };
+        runtime::configure(cfg).unwrap();
+    });
+}
+
+/// Device `id`'s default context (taking the process's implicit reference).
+pub fn ctx(id: i64) -> Context {
+    setup();
+    runtime::use_device(id).unwrap().default_context()
+}
+
+/// Counts how often each block index ran.
+pub struct Blocks {
+    pub hits: Vec<AtomicU32>,
+}
+
+impl Blocks {
+    pub fn new(n: u32) -> Arc<Self> {
+        Arc::new(Self { hits: (0..n).map(|_| AtomicU32::new(0)).collect() })
+    }
+}
+
+impl Kernel for Blocks {
+    fn name(&self) -> &str {
+        "blocks"
+    }
+    fn run_block(&self, b: BlockCtx) -> Result<(), KernelFault> {
+        assert_eq!(b.block_dim as usize, self.hits.len());
+        self.hits[b.block_idx as usize].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Spins for a duration per block.
+pub struct Spin(pub Duration);
+
+impl Kernel for Spin {
+    fn name(&self) -> &str {
+        "spin"
+    }
+    fn run_block(&self, _b: BlockCtx) -> Result<(), KernelFault> {
+        let t = Instant::now();
+        while t.elapsed() < self.0 {
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+}
+
+/// Runs a closure as a kernel.
+pub struct FnKernel<F>(pub F);
+
+impl<F: Fn(BlockCtx) -> Result<(), KernelFault> + Send + Sync + 'static> Kernel for FnKernel<F> {
+    fn name(&self) -> &str {
+        "fn"
+    }
+    fn run_block(&self, b: BlockCtx) -> Result<(), KernelFault> {
+        (self.0)(b)
+    }
+}

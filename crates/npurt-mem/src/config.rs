@@ -1,0 +1,62 @@
+//! [`PoolConfig`]: how a [`crate::CachingPool`] is built.
+
+use std::sync::Arc;
+
+use crate::page::{HugePageMode, PagePolicy};
+
+/// Called (without the pool lock) before cached segments are unmapped on the
+/// allocation slow path and in `empty_cache`; it must wait until every stream that
+/// freed blocks has drained (a device synchronize).
+pub type SyncHook = Arc<dyn Fn() + Send + Sync>;
+
+/// Pool configuration.
+#[derive(Clone)]
+pub struct PoolConfig {
+    /// The device's hard limit: reserved bytes never exceed it.
+    pub capacity: usize,
+    /// Page policy of new segments.
+    pub policy: PagePolicy,
+    /// Ladder rungs; `None` reads `NPURT_HUGEPAGES` at every mapping.
+    pub huge_mode: Option<HugePageMode>,
+    /// Blocks of at least this size are never split and serve only requests of at
+    /// least this size (`usize::MAX` = no limit). Values ≤ 20 MiB are raised to just
+    /// above 20 MiB (torch clamps too) so standard 20 MiB segments stay splittable.
+    /// Ignored by fixed pools.
+    pub max_split_size: usize,
+    /// Release idle cached segments when reserved exceeds this fraction of the limit.
+    pub gc_threshold: Option<f64>,
+    /// `false`: a fixed pool that maps `capacity` once up front and never grows.
+    pub grow: bool,
+    /// Device-synchronize hook (see [`SyncHook`]). Without one, the pool assumes that
+    /// free blocks are idle whenever it unmaps them.
+    pub sync_hook: Option<SyncHook>,
+}
+
+impl PoolConfig {
+    /// Growable pool of `capacity` bytes with default settings.
+    pub fn new(capacity: usize) -> PoolConfig {
+        PoolConfig {
+            capacity,
+            policy: PagePolicy::HugeFirst,
+            huge_mode: None,
+            max_split_size: usize::MAX,
+            gc_threshold: None,
+            grow: true,
+            sync_hook: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for PoolConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolConfig")
+            .field("capacity", &self.capacity)
+            .field("policy", &self.policy)
+            .field("huge_mode", &self.huge_mode)
+            .field("max_split_size", &self.max_split_size)
+            .field("gc_threshold", &self.gc_threshold)
+            .field("grow", &self.grow)
+            .field("sync_hook", &self.sync_hook.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,154 @@
+//! The caching pool's slow path: no cached block fits, so map a new segment, after
+//! gc, releasing cached segments and (with a sync hook) synchronizing, or fail with a
+//! detailed OutOfMemory. Mapping and unmapping happen without the pool lock.
+
+use crate::align::round_up;
+use crate::block::SMALL;
+use crate::error::MemError;
+use crate::page::page_size;
+use crate::pool::CachingPool;
+use crate::segment::Segment;
+use crate::state::{State, LARGE_BUFFER, MIN_LARGE_ALLOC, ROUND_LARGE, SMALL_BUFFER};
+
+impl CachingPool {
+    /// Segment size to map for a block of `size` bytes, or which limit forbids it.
+    fn plan(&self, st: &State, size: usize, pool: usize) -> Result<usize, &'static str> {
+        let lim = self.effective_limit(st);
+        let used = st.reserved + st.in_flight;
+        let preferred = if pool == SMALL {
+            SMALL_BUFFER
+        } else if size <= MIN_LARGE_ALLOC {
+            LARGE_BUFFER
+        } else {
+            round_up(size, ROUND_LARGE).unwrap_or(usize::MAX)
+        };
+        // Small devices: fall back to tighter segments rather than failing.
+        let tight = round_up(size, page_size()).unwrap_or(usize::MAX);
+        let candidates = [
+            preferred,
+            round_up(size, ROUND_LARGE).unwrap_or(usize::MAX),
+            tight,
+        ];
+        if let Some(&s) = candidates
+            .iter()
+            .find(|&&s| used.checked_add(s).is_some_and(|t| t <= lim))
+        {
+            return Ok(s);
+        }
+        if used.checked_add(tight).is_some_and(|t| t <= self.capacity) {
+            Err("quota")
+        } else {
+            Err("device capacity")
+        }
+    }
+
+    fn oom(&self, st: &State, requested: usize, what: &str, limit: usize) -> MemError {
+        MemError::OutOfMemory {
+            requested,
+            limit,
+            allocated: st.stats.allocated_bytes[0].current as usize,
+            reserved: st.reserved,
+            largest_free: st.largest_free(),
+            what: what.to_string(),
+        }
+    }
+
+    #[cold]
+    pub(crate) fn alloc_slow(
+        &self,
+        size: usize,
+        requested: usize,
+        stream: u64,
+    ) -> Result<usize, MemError> {
+        let mut garbage: Vec<Segment> = Vec::new();
+        let mut st = self.state.lock();
+        let pool = st.pool_for(size);
+        let mut stage = 0u8;
+        let mut gc_done = false;
+        loop {
+            st.process_pending();
+            if let Some(i) = st.take_free(pool, stream, size) {
+                return Ok(st.split_and_allocate(i, size, requested, stream));
+            }
+            if !self.grow {
+                st.stats.num_ooms += 1;
+                return Err(self.oom(&st, requested, "pool", self.capacity));
+            }
+            let lim = self.effective_limit(&st);
+            if size > lim {
+                st.stats.num_ooms += 1;
+                let what = if lim < self.capacity {
+                    "quota"
+                } else {
+                    "device capacity"
+                };
+                return Err(self.oom(&st, requested, what, lim));
+            }
+            if !gc_done {
+                gc_done = true;
+                if let Some(t) = self.gc_threshold {
+                    let target = (t * lim as f64) as usize;
+                    if st.reserved > target {
+                        st.release_free_segments(self.hook.is_some(), target, &mut garbage);
+                    }
+                }
+            }
+            match self.plan(&st, size, pool) {
+                Ok(seg_size) => {
+                    st.in_flight += seg_size;
+                    drop(st);
+                    drop(std::mem::take(&mut garbage));
+                    let res = Segment::map_with(seg_size, self.policy, self.mode());
+                    st = self.state.lock();
+                    st.in_flight -= seg_size;
+                    let seg = match res {
+                        Ok(seg) => seg,
+                        Err(MemError::Os {
+                            op: "mmap",
+                            errno: libc::ENOMEM,
+                        }) => {
+                            st.stats.num_ooms += 1;
+                            return Err(self.oom(&st, requested, "host memory (mmap ENOMEM)", lim));
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    // Another thread may have added room while the lock was dropped:
+                    // then use it and unmap the new segment instead of keeping both.
+                    st.process_pending();
+                    if let Some(i) = st.take_free(pool, stream, size) {
+                        let addr = st.split_and_allocate(i, size, requested, stream);
+                        drop(st);
+                        drop(seg);
+                        return Ok(addr);
+                    }
+                    let bi = st.add_segment(seg, seg_size, pool, false);
+                    return Ok(st.split_and_allocate(bi, size, requested, stream));
+                }
+                Err(what) => {
+                    stage += 1;
+                    match stage {
+                        1 => {
+                            st.stats.num_alloc_retries += 1;
+                            st.release_free_segments(self.hook.is_some(), 0, &mut garbage);
+                        }
+                        2 if self.hook.is_some() => {
+                            drop(st);
+                            drop(std::mem::take(&mut garbage));
+                            if let Some(h) = &self.hook {
+                                h();
+                            }
+                            st = self.state.lock();
+                            st.mark_idle(None);
+                            st.process_pending();
+                            st.release_free_segments(false, 0, &mut garbage);
+                        }
+                        _ => {
+                            st.stats.num_ooms += 1;
+                            return Err(self.oom(&st, requested, what, lim));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Plain-data views of pool blocks and segments: [`BlockInfo`] (address lookups) and
+//! [`SegmentSnapshot`] (torch's `memory_snapshot`).
+
+use crate::page::PageKind;
+
+/// What [`CachingPool::lookup`](crate::CachingPool::lookup) knows about an address inside a live allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Start of the allocation.
+    pub base: usize,
+    /// Bytes the caller asked for.
+    pub size: usize,
+    /// Bytes the block really holds (rounded to 512, ≥ `size`).
+    pub allocated_size: usize,
+    /// Stream the block was allocated on.
+    pub stream: u64,
+    /// Page kind of the segment.
+    pub page_kind: PageKind,
+    /// `addr - base`.
+    pub offset: usize,
+}
+
+/// State of a block in a [`SegmentSnapshot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockStatus {
+    /// Cached, reusable.
+    Free,
+    /// Handed out.
+    Allocated,
+    /// Freed, waiting for fences.
+    Pending,
+}
+
+/// One block of a [`SegmentSnapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockSnapshot {
+    /// Start address.
+    pub addr: usize,
+    /// Block size.
+    pub size: usize,
+    /// Requested bytes (0 when free).
+    pub requested: usize,
+    /// Allocating stream, or the free-list tag (`None` = idle, any stream).
+    pub stream: Option<u64>,
+    /// State.
+    pub status: BlockStatus,
+}
+
+/// One segment, as [`CachingPool::snapshot`](crate::CachingPool::snapshot) reports it (torch's `memory_snapshot`).
+#[derive(Clone, Debug)]
+pub struct SegmentSnapshot {
+    /// Start address.
+    pub base: usize,
+    /// Bytes the pool uses (what `reserved` counts).
+    pub size: usize,
+    /// Bytes really mapped (page rounding).
+    pub mapped_len: usize,
+    /// Page kind.
+    pub page_kind: PageKind,
+    /// True for large-pool segments.
+    pub large: bool,
+    /// Blocks in address order.
+    pub blocks: Vec<BlockSnapshot>,
+}

@@ -1,0 +1,213 @@
+//! Caching pool limits: capacity, OOM (typed, recoverable), release-and-retry, quota,
+//! fixed pools, max_split_size, gc threshold, sync hook.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use npurt_mem::{CachingPool, MemError, PagePolicy, PoolConfig};
+
+const MIB: usize = 1 << 20;
+
+fn pool(capacity: usize) -> CachingPool {
+    CachingPool::new(PoolConfig {
+        policy: PagePolicy::NormalOnly,
+        ..PoolConfig::new(capacity)
+    })
+    .unwrap()
+}
+
+fn kv(p: &CachingPool, key: &str) -> u64 {
+    p.stats()
+        .to_kv()
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key}"))
+        .1
+}
+
+#[test]
+fn capacity_is_never_exceeded_and_oom_is_typed() {
+    let p = pool(50 * MIB);
+    let mut live = Vec::new();
+    let err = loop {
+        match p.alloc(3 * MIB, 7) {
+            Ok(a) => live.push(a),
+            Err(e) => break e,
+        }
+        assert!(p.reserved_bytes() <= 50 * MIB);
+    };
+    assert_eq!(err.code(), 207_001);
+    match &err {
+        MemError::OutOfMemory {
+            requested,
+            limit,
+            allocated,
+            reserved,
+            what,
+            ..
+        } => {
+            assert_eq!(
+                (*requested, *limit, what.as_str()),
+                (3 * MIB, 50 * MIB, "device capacity")
+            );
+            // Blocks may be larger than 3 MiB when carved from tight segments.
+            assert!(*allocated >= live.len() * 3 * MIB && allocated <= reserved);
+            assert!(*reserved <= 50 * MIB);
+        }
+        e => panic!("unexpected {e}"),
+    }
+    assert!(err.to_string().contains("empty_cache"));
+    assert_eq!(p.stats().num_ooms, 1);
+    // Still usable.
+    p.free(live.pop().unwrap(), vec![]).unwrap();
+    live.push(p.alloc(3 * MIB, 7).unwrap());
+    assert!(p.alloc(100 * MIB, 7).is_err(), "larger than the device");
+    for a in live {
+        p.free(a, vec![]).unwrap();
+    }
+    p.debug_check().unwrap();
+}
+
+#[test]
+fn releases_cached_segments_before_oom() {
+    let p = pool(40 * MIB);
+    let a = p.alloc(5 * MIB, 0).unwrap();
+    p.free(a, vec![]).unwrap();
+    assert_eq!(p.reserved_bytes(), 20 * MIB);
+    let b = p.alloc(30 * MIB, 0).unwrap();
+    let s = p.stats();
+    assert_eq!(
+        (s.num_alloc_retries, s.num_ooms, s.num_device_free),
+        (1, 0, 1)
+    );
+    assert_eq!(p.reserved_bytes(), 30 * MIB);
+    p.free(b, vec![]).unwrap();
+}
+
+#[test]
+fn tight_device_uses_smaller_segments() {
+    let p = pool(8 * MIB);
+    let a = p.alloc(5 * MIB, 0).unwrap(); // a 20 MiB segment cannot fit
+    assert_eq!(p.reserved_bytes(), 6 * MIB);
+    let b = p.alloc(MIB, 0).unwrap(); // small pool: 2 MiB segment
+    assert_eq!(p.reserved_bytes(), 8 * MIB);
+    for x in [a, b] {
+        p.free(x, vec![]).unwrap();
+    }
+}
+
+#[test]
+fn quota() {
+    let p = pool(1 << 30);
+    p.set_limit(Some(30 * MIB));
+    let a = p.alloc(5 * MIB, 0).unwrap();
+    let err = p.alloc(16 * MIB, 0).unwrap_err();
+    match &err {
+        MemError::OutOfMemory { limit, what, .. } => {
+            assert_eq!((*limit, what.as_str()), (30 * MIB, "quota"))
+        }
+        e => panic!("unexpected {e}"),
+    }
+    assert!(p.alloc(4096, 0).is_ok(), "small allocations still fit");
+    p.set_limit(None);
+    let b = p.alloc(16 * MIB, 0).unwrap();
+    assert_eq!(p.limit(), None);
+    for x in [a, b] {
+        p.free(x, vec![]).unwrap();
+    }
+}
+
+#[test]
+fn fixed_pool_never_grows() {
+    let p = CachingPool::fixed(8 * MIB + 100, PagePolicy::HugeFirst).unwrap();
+    assert!(p.is_fixed());
+    assert_eq!(p.reserved_bytes(), 8 * MIB);
+    let a = p.alloc(100, 0).unwrap();
+    assert_eq!(p.mem_info(), (8 * MIB + 100 - 512, 8 * MIB + 100));
+    let b = p.alloc(5 * MIB, 0).unwrap();
+    let e = p.alloc(3 * MIB, 0).unwrap_err();
+    assert!(
+        matches!(&e, MemError::OutOfMemory { what, .. } if what == "pool"),
+        "{e}"
+    );
+    let c = p.alloc(2 * MIB, 0).unwrap();
+    for x in [a, b, c] {
+        p.free(x, vec![]).unwrap();
+    }
+    assert_eq!(p.empty_cache(), 0);
+    assert_eq!(p.reserved_bytes(), 8 * MIB);
+    assert_eq!(p.alloc(8 * MIB, 0).unwrap(), a, "fully coalesced");
+    p.debug_check().unwrap();
+    assert!(CachingPool::fixed(100, PagePolicy::NormalOnly).is_err());
+}
+
+#[test]
+fn max_split_size_rules() {
+    let cfg = PoolConfig {
+        policy: PagePolicy::NormalOnly,
+        max_split_size: 32 * MIB,
+        ..PoolConfig::new(1 << 30)
+    };
+    let p = CachingPool::new(cfg).unwrap();
+    let big = p.alloc(40 * MIB, 0).unwrap();
+    p.free(big, vec![]).unwrap();
+    let small = p.alloc(10 * MIB, 0).unwrap();
+    assert_ne!(
+        p.lookup(small).unwrap().base,
+        big,
+        "oversize block not split for a small request"
+    );
+    assert_ne!(p.alloc(70 * MIB, 0).unwrap(), big, "wastes too much");
+    let b2 = p.alloc(38 * MIB, 0).unwrap();
+    assert_eq!(b2, big);
+    assert_eq!(p.lookup(b2).unwrap().allocated_size, 40 * MIB);
+    assert_eq!(kv(&p, "max_split_size"), 32 * MIB as u64);
+}
+
+#[test]
+fn gc_threshold_releases_cached_segments() {
+    let cfg = PoolConfig {
+        policy: PagePolicy::NormalOnly,
+        gc_threshold: Some(0.5),
+        ..PoolConfig::new(100 * MIB)
+    };
+    let p = CachingPool::new(cfg).unwrap();
+    let xs: Vec<usize> = (0..3).map(|_| p.alloc(20 * MIB, 0).unwrap()).collect();
+    assert_eq!(p.reserved_bytes(), 60 * MIB);
+    for x in xs {
+        p.free(x, vec![]).unwrap();
+    }
+    let y = p.alloc(25 * MIB, 0).unwrap();
+    let s = p.stats();
+    assert_eq!(s.num_device_free, 1);
+    assert_eq!(p.reserved_bytes(), 66 * MIB);
+    p.free(y, vec![]).unwrap();
+    assert!(CachingPool::new(PoolConfig {
+        gc_threshold: Some(1.5),
+        ..PoolConfig::new(MIB)
+    })
+    .is_err());
+}
+
+#[test]
+fn sync_hook_runs_before_releasing() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c2 = calls.clone();
+    let hook: npurt_mem::SyncHook = Arc::new(move || {
+        c2.fetch_add(1, Ordering::SeqCst);
+    });
+    let cfg = PoolConfig {
+        policy: PagePolicy::NormalOnly,
+        sync_hook: Some(hook),
+        ..PoolConfig::new(40 * MIB)
+    };
+    let p = CachingPool::new(cfg).unwrap();
+    let a = p.alloc(5 * MIB, 3).unwrap();
+    p.free(a, vec![]).unwrap();
+    // The free segment is bound to stream 3: the slow path must sync before unmapping.
+    let b = p.alloc(30 * MIB, 4).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    p.free(b, vec![]).unwrap();
+    assert_eq!(p.empty_cache(), 30 * MIB);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}

@@ -1,0 +1,288 @@
+"""``python -m npurt.bench``: the runtime's own costs and throughput versus stream count,
+side by side with baselines measured in the same run.
+
+Every figure is the median of repeated runs (min and max kept) after a warm-up; ratios are
+taken between figures of the same run. Correctness is checked once per run. ``--quick``
+finishes in well under a minute; ``--out DIR`` writes ``bench.json`` (and ``bench.png`` when
+matplotlib is installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import npurt
+
+from . import _baseline
+
+
+def _stats(samples: List[float]) -> Dict[str, float]:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
+
+
+def _repeat(fn: Callable[[], float], reps: int) -> Dict[str, float]:
+    fn()  # warm-up
+    return _stats([fn() for _ in range(reps)])
+
+
+def launch_rate(n: int) -> float:
+    """Empty kernels launched and run per second on one stream (launch + execution)."""
+    s = npurt.Stream()
+    empty = npurt.kernels.empty
+    t = time.perf_counter()
+    for _ in range(n):
+        empty(stream=s)
+    s.synchronize()
+    dt = time.perf_counter() - t
+    s.destroy()
+    return n / dt
+
+
+def baseline_launch_rate(n: int) -> float:
+    s = _baseline.PyStream()
+    nop = _baseline.nop
+    t = time.perf_counter()
+    for _ in range(n):
+        s.launch(nop)
+    s.synchronize()
+    dt = time.perf_counter() - t
+    s.close()
+    return n / dt
+
+
+def pocl_launch_rate(n: int) -> float:
+    r = _baseline.PoclRunner()
+    launch = r.launch
+    t = time.perf_counter()
+    for _ in range(n):
+        launch()
+    r.synchronize()
+    return n / (time.perf_counter() - t)
+
+
+def pocl_round_trip_us(n: int) -> float:
+    r = _baseline.PoclRunner()
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r.launch()
+        r.synchronize()
+        lat.append(time.perf_counter() - t)
+    return statistics.median(lat) * 1e6
+
+
+def round_trip_us(n: int) -> float:
+    """Median of submit + synchronize of one empty kernel, in microseconds."""
+    s = npurt.Stream()
+    empty, sync, clock = npurt.kernels.empty, s.synchronize, time.perf_counter
+    lat = []
+    for _ in range(n):
+        t = clock()
+        empty(stream=s)
+        sync()
+        lat.append(clock() - t)
+    s.destroy()
+    return statistics.median(lat) * 1e6
+
+
+def baseline_round_trip_us(n: int) -> float:
+    s = _baseline.PyStream()
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        s.launch(_baseline.nop)
+        s.synchronize()
+        lat.append(time.perf_counter() - t)
+    s.close()
+    return statistics.median(lat) * 1e6
+
+
+def event_hop_us(n: int) -> float:
+    """Kernel on stream A, record, stream B waits on the event, kernel on B, sync B."""
+    a, b = npurt.Stream(), npurt.Stream()
+    ev = npurt.Event()
+    empty = npurt.kernels.empty
+    lat = []
+    for _ in range(n):
+        t = time.perf_counter()
+        empty(stream=a)
+        ev.record(a)
+        b.wait_event(ev)
+        empty(stream=b)
+        b.synchronize()
+        lat.append(time.perf_counter() - t)
+    a.destroy()
+    b.destroy()
+    return statistics.median(lat) * 1e6
+
+
+def streams_throughput(streams: int, kernel_s: float, total: int) -> float:
+    """Busy kernels (one block of `kernel_s` on one core) per second over `streams` streams."""
+    ss = [npurt.Stream() for _ in range(streams)]
+    busy = npurt.kernels.busy
+    t = time.perf_counter()
+    for i in range(total):
+        busy(kernel_s, stream=ss[i % streams])
+    for s in ss:
+        s.synchronize()
+    dt = time.perf_counter() - t
+    for s in ss:
+        s.destroy()
+    return total / dt
+
+
+def check_correctness() -> None:
+    """A fast wrong answer must not pass: order, waits and timing are checked once."""
+    s1, s2 = npurt.Stream(), npurt.Stream()
+    log: List[int] = []
+    for i in range(100):
+        s1.launch_host_func(log.append, i)
+    ev = s1.record_event()
+    s2.wait_event(ev)
+    s2.launch_host_func(lambda: log.append(-1))
+    s2.synchronize()
+    if log != list(range(100)) + [-1]:
+        raise RuntimeError(f"stream order broken: {log[:10]}...")
+    start, end = npurt.Event(timing=True), npurt.Event(timing=True)
+    start.record(s1)
+    npurt.kernels.busy(0.01, stream=s1)
+    end.record(s1)
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    if not 9.0 < ms < 1000.0:
+        raise RuntimeError(f"a 10 ms kernel measured {ms} ms")
+    s1.destroy()
+    s2.destroy()
+
+
+def machine() -> Dict[str, object]:
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "npurt": npurt.__version__,
+        "config": npurt.get_config(),
+    }
+
+
+def run(quick: bool, stream_counts: List[int], reps: int) -> Dict[str, object]:
+    n_launch = 100_000 if quick else 1_000_000
+    n_rt = 2_000 if quick else 20_000
+    kernel_s = 0.001
+    total = 200 if quick else 1000
+    res: Dict[str, object] = {"machine": machine(), "settings": {"quick": quick, "reps": reps}}
+    check_correctness()
+    rows: Dict[str, object] = {}
+    rows["launch_rate_per_s"] = _repeat(lambda: launch_rate(n_launch), reps)
+    rows["baseline_python_threads_launch_rate_per_s"] = _repeat(lambda: baseline_launch_rate(n_launch // 4), reps)
+    rows["round_trip_us"] = _repeat(lambda: round_trip_us(n_rt), reps)
+    rows["baseline_python_threads_round_trip_us"] = _repeat(lambda: baseline_round_trip_us(n_rt // 4), reps)
+    rows["event_hop_us"] = _repeat(lambda: event_hop_us(n_rt), reps)
+    tput = {}
+    for s in stream_counts:
+        tput[s] = _repeat(lambda s=s: streams_throughput(s, kernel_s, total), reps)
+    rows["busy_1ms_kernels_per_s_by_streams"] = tput
+    skipped = []
+    try:
+        _baseline.PoclRunner()
+        rows["baseline_pocl_launch_rate_per_s"] = _repeat(lambda: pocl_launch_rate(n_launch // 10), reps)
+        rows["baseline_pocl_round_trip_us"] = _repeat(lambda: pocl_round_trip_us(n_rt // 4), reps)
+    except Exception as e:  # pyopencl or an OpenCL platform missing
+        skipped.append(f"PoCL baseline: {type(e).__name__}: {e} (pip install pyopencl pocl-binary-distribution)")
+    res["results"] = rows
+    res["skipped"] = skipped
+    return res
+
+
+def report(res: Dict[str, object]) -> str:
+    r = res["results"]  # type: ignore[index]
+    lr, blr = r["launch_rate_per_s"]["median"], r["baseline_python_threads_launch_rate_per_s"]["median"]
+    rt, brt = r["round_trip_us"]["median"], r["baseline_python_threads_round_trip_us"]["median"]
+    lines = [
+        f"{'metric':44} {'npurt':>12} {'baseline':>12} {'ratio':>8}",
+        f"{'empty-kernel launch+run, one stream (/s)':44} {lr:12,.0f} {blr:12,.0f} {lr / blr:7.1f}x",
+        f"{'submit + synchronize round trip (us)':44} {rt:12.2f} {brt:12.2f} {brt / rt:7.1f}x",
+        f"{'event record -> other stream waits (us)':44} {r['event_hop_us']['median']:12.2f}",
+    ]
+    if "baseline_pocl_launch_rate_per_s" in r:
+        plr, prt = r["baseline_pocl_launch_rate_per_s"]["median"], r["baseline_pocl_round_trip_us"]["median"]
+        lines += [
+            f"{'  vs PoCL: launch+run (/s)':44} {lr:12,.0f} {plr:12,.0f} {lr / plr:7.1f}x",
+            f"{'  vs PoCL: round trip (us)':44} {rt:12.2f} {prt:12.2f} {prt / rt:7.1f}x",
+        ]
+    lines += [
+        "",
+        f"{'streams':>8} {'busy 1 ms kernels/s':>20} {'vs S=1':>8} {'ideal':>6}",
+    ]
+    tput = r["busy_1ms_kernels_per_s_by_streams"]
+    base = tput[min(tput)]["median"]
+    cores = npurt.get_config()["worker_threads"]
+    for s, st in tput.items():
+        lines.append(f"{s:8d} {st['median']:20,.0f} {st['median'] / base:7.2f}x {min(s, cores):5d}x")
+    lines.append("(baselines measured in this run: a pure-Python runtime of one thread per stream; PoCL via pyopencl)")
+    for skip in res.get("skipped", []):  # type: ignore[union-attr]
+        lines.append(f"skipped: {skip}")
+    return "\n".join(lines)
+
+
+def plot(res: Dict[str, object], path: Path) -> bool:
+    if importlib.util.find_spec("matplotlib") is None:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tput = res["results"]["busy_1ms_kernels_per_s_by_streams"]  # type: ignore[index]
+    xs = sorted(tput)
+    ys = [tput[x]["median"] for x in xs]
+    cores = npurt.get_config()["worker_threads"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(xs, ys, "o-", label="npurt (busy 1 ms kernel)")
+    ax.plot(xs, [min(x, cores) * ys[0] for x in xs], "--", label="ideal min(S, cores) x S=1")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("streams")
+    ax.set_ylabel("kernels / s")
+    ax.set_title("npurt throughput versus stream count")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: List[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m npurt.bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="a short run (well under a minute)")
+    p.add_argument("--streams", default="1,2,4,8,16,32,64", help="comma-separated stream counts")
+    p.add_argument("--reps", type=int, default=None, help="repetitions per figure (median reported)")
+    p.add_argument("--out", default="bench-out", help="directory for bench.json / bench.png")
+    a = p.parse_args(argv)
+    counts = [int(x) for x in a.streams.split(",") if x.strip()]
+    if not counts or min(counts) < 1:
+        p.error("--streams needs positive integers")
+    reps = a.reps or (3 if a.quick else 5)
+    res = run(a.quick, counts, reps)
+    print(report(res))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(res, indent=2, default=str))
+    print(f"wrote {out / 'bench.json'}")
+    if plot(res, out / "bench.png"):
+        print(f"wrote {out / 'bench.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "npurt-bench"
+    sys.exit(main())
