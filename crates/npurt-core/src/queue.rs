@@ -112,7 +112,7 @@ impl<T> TaskQueue<T> {
     }
 
     /// True when no written value is waiting at the head.
-    #[cfg(test)]
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         let pos = self.head.load(Acquire);
         self.slots[(pos & self.mask) as usize].stamp.load(Acquire) != pos + 1

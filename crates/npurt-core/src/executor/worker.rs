@@ -15,6 +15,9 @@ use std::time::Instant;
 
 /// Tasks a worker runs from one stream before giving other streams a turn.
 const BUDGET: u32 = 64;
+/// Polls of an empty stream before giving it up, when no other work is waiting: a producer
+/// launching back to back then finds its stream still owned and skips the ready list.
+const LINGER: u32 = 256;
 
 enum Work {
     Job(Arc<Job>),
@@ -143,6 +146,9 @@ impl Worker {
         let mut budget = BUDGET;
         loop {
             let Some(task) = s.queue.pop() else {
+                if self.linger(&s) {
+                    continue;
+                }
                 if s.sched.try_idle() {
                     return;
                 }
@@ -158,10 +164,28 @@ impl Worker {
             }
             budget -= 1;
             if budget == 0 {
+                if !self.dev.has_work() {
+                    budget = BUDGET; // nobody else is waiting: keep going
+                    continue;
+                }
                 self.dev.make_ready(s);
                 return;
             }
         }
+    }
+
+    /// Briefly waits for more work on `s` while nothing else is ready. True if some arrived.
+    fn linger(&self, s: &StreamInner) -> bool {
+        for i in 0..LINGER {
+            if !s.queue.is_empty() {
+                return true;
+            }
+            if i % 32 == 0 && self.dev.has_work() {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+        false
     }
 
     /// Runs one task. Returns false when the stream was handed to someone else.
