@@ -30,7 +30,7 @@ bench:
 	$(PYTHON) -m pytest benches --benchmark-enable -q
 
 loom:
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p npurt-core --release --lib loom
+	LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p npurt-core --release --lib loom
 
 fmt:
 	cargo fmt --all

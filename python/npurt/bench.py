@@ -251,6 +251,7 @@ def plot(res: Dict[str, object], path: Path) -> bool:
     ax.plot(xs, ys, "o-", label="npurt (busy 1 ms kernel)")
     ax.plot(xs, [min(x, cores) * ys[0] for x in xs], "--", label="ideal min(S, cores) x S=1")
     ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("streams")
     ax.set_ylabel("kernels / s")
     ax.set_title("npurt throughput versus stream count")
