@@ -380,3 +380,29 @@ def test_dropping_the_last_reference_keeps_queued_work_running():
     del s
     assert npurt.live_counts()[0] == before - 1
     assert flag.wait(LONG)
+
+
+def test_wait_event_timeout_fails_the_waiting_stream_only():
+    slow, waiter = npurt.Stream(), npurt.Stream()
+    npurt.kernels.busy(0.3, stream=slow)
+    ev = slow.record_event()
+    waiter.wait_event(ev, timeout=0.02)
+    ran = []
+    waiter.launch_host_func(ran.append, 1)
+    t = time.perf_counter()
+    with pytest.raises(npurt.TaskFailedError) as info:
+        waiter.synchronize(timeout=LONG)
+    assert time.perf_counter() - t < 0.25
+    assert info.value.code == 107019
+    assert ran == []
+    slow.synchronize(timeout=LONG)  # the other stream is unaffected
+    slow.destroy()
+    waiter.destroy(force=True)
+
+
+def test_wait_event_timeout_argument_is_checked(stream):
+    ev = npurt.Event()
+    with pytest.raises(npurt.InvalidValueError):
+        stream.wait_event(ev, timeout=-1)
+    with pytest.raises(npurt.InvalidTypeError):
+        stream.wait_event(ev, timeout="soon")

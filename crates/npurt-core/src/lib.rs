@@ -46,6 +46,7 @@ pub mod stream;
 mod sync;
 pub mod task;
 mod timeline;
+mod timer;
 
 pub use config::Config;
 pub use context::Context;

@@ -252,9 +252,16 @@ impl Stream {
     /// Makes later work on this stream wait until `event`'s recorded work is done.
     /// An event that was never recorded imposes no wait.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.wait_event_timeout(event, None)
+    }
+
+    /// Like [`wait_event`](Self::wait_event), but if the event's work is not done within
+    /// `timeout` of the wait reaching the head of this stream, the stream fails with a wait
+    /// timeout (ACL 107019, sticky) instead of waiting forever.
+    pub fn wait_event_timeout(&self, event: &Event, timeout: Option<Duration>) -> Result<()> {
         self.0.check_usable()?;
         if let Some((on, target)) = event.point()? {
-            self.wait_point(on, target)?;
+            self.wait_point(on, target, timeout)?;
         }
         Ok(())
     }
@@ -266,14 +273,14 @@ impl Stream {
         if self == other {
             return Err(StreamError::SelfWait.into());
         }
-        self.wait_point(other.0.clone(), other.0.queue.tail())
+        self.wait_point(other.0.clone(), other.0.queue.tail(), None)
     }
 
-    fn wait_point(&self, on: Arc<StreamInner>, target: u64) -> Result<()> {
+    fn wait_point(&self, on: Arc<StreamInner>, target: u64, timeout: Option<Duration>) -> Result<()> {
         if Arc::ptr_eq(&on, &self.0) || on.timeline.completed() >= target {
             return Ok(()); // already ordered (same stream) or already satisfied
         }
-        self.submit(Op::Wait { on, target }).map(|_| ())
+        self.submit(Op::Wait { on, target, timeout }).map(|_| ())
     }
 
     pub(crate) fn record_timing(&self, stamp: Arc<AtomicU64>) -> Result<u64> {

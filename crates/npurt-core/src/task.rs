@@ -24,8 +24,9 @@ pub(crate) enum Op {
     Kernel { kernel: Arc<dyn Kernel>, blocks: u32 },
     /// A timing event: stamp the time when every earlier task has finished.
     Record(Arc<AtomicU64>),
-    /// Block this stream until `on` has completed `target` tasks.
-    Wait { on: Arc<StreamInner>, target: u64 },
+    /// Block this stream until `on` has completed `target` tasks (or, with a timeout, fail
+    /// the stream with a wait timeout once it passes).
+    Wait { on: Arc<StreamInner>, target: u64, timeout: Option<std::time::Duration> },
     /// Run on an engine thread.
     Engine(Engine, EngineOp),
 }

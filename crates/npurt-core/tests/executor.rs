@@ -222,3 +222,33 @@ fn bad_device_ids_are_typed_errors() {
         assert_eq!(e.acl().code, 107001, "{e}");
     }
 }
+
+#[test]
+fn device_side_wait_timeout_fails_only_the_waiting_stream() {
+    let c = ctx(1);
+    let slow = c.create_stream(0).unwrap();
+    let waiter = c.create_stream(0).unwrap();
+    slow.launch(Arc::new(Spin(Duration::from_millis(300))), 1).unwrap();
+    let ev = c.create_event(false).unwrap();
+    ev.record(&slow).unwrap();
+    waiter.wait_event_timeout(&ev, Some(Duration::from_millis(20))).unwrap();
+    let after = Blocks::new(1);
+    waiter.launch(after.clone(), 1).unwrap();
+    let t = Instant::now();
+    let err = waiter.synchronize(Some(Duration::from_secs(5))).unwrap_err();
+    assert!(t.elapsed() < Duration::from_millis(250), "the wait did not time out early");
+    assert_eq!(err.acl().code, 107019, "{err}");
+    assert_eq!(after.hits[0].load(Ordering::Relaxed), 0);
+    slow.synchronize(None).unwrap();
+    // A wait whose event completes in time is not affected by its timeout.
+    let ok = c.create_stream(0).unwrap();
+    let ev2 = c.create_event(false).unwrap();
+    slow.launch(Arc::new(Spin(Duration::from_millis(10))), 1).unwrap();
+    ev2.record(&slow).unwrap();
+    ok.wait_event_timeout(&ev2, Some(Duration::from_secs(5))).unwrap();
+    ok.synchronize(None).unwrap();
+    for s in [slow, ok] {
+        s.destroy(false).unwrap();
+    }
+    waiter.destroy(true).unwrap();
+}

@@ -130,13 +130,17 @@ impl PyStream {
         py.detach(|| self.s.synchronize(t)).py_err()
     }
 
-    /// Later work on this stream waits for `event`'s recorded work.
-    fn wait_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// Later work on this stream waits for `event`'s recorded work. With `timeout`
+    /// (seconds), a wait still unsatisfied that long after it reaches the head of the
+    /// stream fails the stream (sticky npurt.TaskFailedError, ACL 107019) instead.
+    #[pyo3(signature = (event, timeout=None))]
+    fn wait_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let e = event
             .cast::<PyEvent>()
             .map_err(|_| type_error(format!("event must be an npurt.Event, not {}", crate::args::type_name(event))))?;
+        let t = timeout_arg(timeout)?;
         let ev = e.get().e.clone();
-        py.detach(|| self.s.wait_event(&ev)).py_err()
+        py.detach(|| self.s.wait_event_timeout(&ev, t)).py_err()
     }
 
     /// Later work on this stream waits for everything submitted to `other` so far.

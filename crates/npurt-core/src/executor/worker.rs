@@ -9,9 +9,18 @@ use crate::profiler::{TaskKind, TaskRecord};
 use crate::stream::StreamInner;
 use crate::task::{Op, Task};
 use crate::timeline::{Registered, Wake};
+use crate::error::TaskError;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::Arc;
 use std::time::Instant;
+
+/// Hands a stream whose head task finished elsewhere back to its device's ready list.
+fn resume(s: Arc<StreamInner>) {
+    s.inflight.store(true, Release);
+    let dev = s.dev.clone();
+    dev.make_ready(s);
+}
 
 /// Tasks a worker runs from one stream before giving other streams a turn.
 const BUDGET: u32 = 64;
@@ -216,15 +225,29 @@ impl Worker {
                 };
             }
             Op::Record(stamp) => stamp.store(crate::clock::now_ns(), Release),
-            Op::Wait { on, target } => {
+            Op::Wait { on, target, timeout } => {
                 if on.timeline.completed() < target {
-                    let me = s.clone();
+                    // Whoever comes first (the target or the deadline) resumes the stream.
+                    let once = Arc::new(AtomicBool::new(false));
+                    let (me, first) = (s.clone(), once.clone());
                     let wake = Wake::Resume(Box::new(move || {
-                        me.inflight.store(true, Release);
-                        let dev = me.dev.clone();
-                        dev.make_ready(me);
+                        if !first.swap(true, AcqRel) {
+                            resume(me);
+                        }
                     }));
                     if let Registered::Queued = on.timeline.register(target, wake) {
+                        if let Some(t) = timeout {
+                            let me = s.clone();
+                            crate::timer::schedule(
+                                Instant::now() + t,
+                                Box::new(move || {
+                                    if !once.swap(true, AcqRel) {
+                                        me.set_error(TaskError::WaitTimeout { secs: t.as_secs_f64() });
+                                        resume(me);
+                                    }
+                                }),
+                            );
+                        }
                         return false;
                     }
                 }
