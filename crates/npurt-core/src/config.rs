@@ -55,7 +55,7 @@ impl Default for Config {
             visible_devices: None,
             stream_queue_depth: 1024,
             worker_spin_us: 100,
-            host_spin_iters: 20_000,
+            host_spin_iters: 4_000,
         }
     }
 }
