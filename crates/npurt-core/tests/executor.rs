@@ -252,3 +252,34 @@ fn device_side_wait_timeout_fails_only_the_waiting_stream() {
     }
     waiter.destroy(true).unwrap();
 }
+
+#[test]
+fn profiler_hook_sees_every_task_with_ordered_times() {
+    use npurt_core::profiler::{TaskKind, TaskObserver, TaskRecord};
+    struct Collect(Mutex<Vec<TaskRecord>>);
+    impl TaskObserver for Collect {
+        fn on_task(&self, r: TaskRecord) {
+            self.0.lock().unwrap().push(r);
+        }
+    }
+    setup();
+    // Device 1 is shared with other tests: watch only our stream's records.
+    let dev = runtime::use_device(1).unwrap();
+    let obs = Arc::new(Collect(Mutex::new(Vec::new())));
+    dev.set_observer(Some(obs.clone()));
+    let s = dev.default_context().create_stream(0).unwrap();
+    s.launch(Blocks::new(1), 1).unwrap();
+    s.launch(Blocks::new(3), 3).unwrap();
+    s.launch_engine(Engine::Host, Box::new(|| Ok(()))).unwrap();
+    s.synchronize(None).unwrap();
+    dev.set_observer(None);
+    let recs: Vec<TaskRecord> = obs.0.lock().unwrap().iter().filter(|r| r.stream == s.id()).cloned().collect();
+    let kinds: Vec<TaskKind> = recs.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, vec![TaskKind::Kernel, TaskKind::Kernel, TaskKind::HostFunc]);
+    assert_eq!(recs[1].blocks, 3);
+    for r in &recs {
+        assert!(r.submit_ns > 0 && r.submit_ns <= r.start_ns && r.start_ns <= r.end_ns, "{r:?}");
+    }
+    assert!(recs[0].core_id < 2 && recs[2].core_id == u32::MAX);
+    s.destroy(false).unwrap();
+}
