@@ -4,7 +4,13 @@ side by side with baselines measured in the same run.
 Every figure is the median of repeated runs (min and max kept) after a warm-up; ratios are
 taken between figures of the same run. Correctness is checked once per run. ``--quick``
 finishes in well under a minute; ``--out DIR`` writes ``bench.json`` (and ``bench.png`` when
-matplotlib is installed).
+matplotlib is installed); ``--compare OLD.json`` prints now/before ratios.
+
+JSON schema (version 1): ``{"machine": {python, platform, cpus, npurt, config},
+"settings": {quick, reps}, "results": {<metric>: {median, min, max, n}, ...,
+"busy_1ms_kernels_per_s_by_streams": {<S>: {median, min, max, n}}}, "skipped": [str]}``.
+Metric names end in their unit (``_per_s``, ``_us``); ``baseline_*`` metrics are the same
+workload on a baseline runtime, measured in the same run.
 """
 
 from __future__ import annotations
@@ -30,9 +36,17 @@ def _stats(samples: List[float]) -> Dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
 
 
-def _repeat(fn: Callable[[], float], reps: int) -> Dict[str, float]:
+_PROGRESS = {"on": False}
+
+
+def _repeat(fn: Callable[[], float], reps: int, label: str = "") -> Dict[str, float]:
+    if _PROGRESS["on"] and label:
+        print(f"  running {label} ...", end="\r", file=sys.stderr, flush=True)
     fn()  # warm-up
-    return _stats([fn() for _ in range(reps)])
+    samples = [fn() for _ in range(reps)]
+    if _PROGRESS["on"] and label:
+        print(" " * 60, end="\r", file=sys.stderr, flush=True)
+    return _stats(samples)
 
 
 def launch_rate(n: int) -> float:
@@ -183,20 +197,24 @@ def run(quick: bool, stream_counts: List[int], reps: int) -> Dict[str, object]:
     res: Dict[str, object] = {"machine": machine(), "settings": {"quick": quick, "reps": reps}}
     check_correctness()
     rows: Dict[str, object] = {}
-    rows["launch_rate_per_s"] = _repeat(lambda: launch_rate(n_launch), reps)
-    rows["baseline_python_threads_launch_rate_per_s"] = _repeat(lambda: baseline_launch_rate(n_launch // 4), reps)
-    rows["round_trip_us"] = _repeat(lambda: round_trip_us(n_rt), reps)
-    rows["baseline_python_threads_round_trip_us"] = _repeat(lambda: baseline_round_trip_us(n_rt // 4), reps)
-    rows["event_hop_us"] = _repeat(lambda: event_hop_us(n_rt), reps)
+    rows["launch_rate_per_s"] = _repeat(lambda: launch_rate(n_launch), reps, "launch rate")
+    rows["baseline_python_threads_launch_rate_per_s"] = _repeat(
+        lambda: baseline_launch_rate(n_launch // 4), reps, "baseline launch rate"
+    )
+    rows["round_trip_us"] = _repeat(lambda: round_trip_us(n_rt), reps, "round trip")
+    rows["baseline_python_threads_round_trip_us"] = _repeat(
+        lambda: baseline_round_trip_us(n_rt // 4), reps, "baseline round trip"
+    )
+    rows["event_hop_us"] = _repeat(lambda: event_hop_us(n_rt), reps, "event hop")
     tput = {}
     for s in stream_counts:
-        tput[s] = _repeat(lambda s=s: streams_throughput(s, kernel_s, total), reps)
+        tput[s] = _repeat(lambda s=s: streams_throughput(s, kernel_s, total), reps, f"{s} streams")
     rows["busy_1ms_kernels_per_s_by_streams"] = tput
     skipped = []
     try:
         _baseline.PoclRunner()
-        rows["baseline_pocl_launch_rate_per_s"] = _repeat(lambda: pocl_launch_rate(n_launch // 10), reps)
-        rows["baseline_pocl_round_trip_us"] = _repeat(lambda: pocl_round_trip_us(n_rt // 4), reps)
+        rows["baseline_pocl_launch_rate_per_s"] = _repeat(lambda: pocl_launch_rate(n_launch // 10), reps, "PoCL")
+        rows["baseline_pocl_round_trip_us"] = _repeat(lambda: pocl_round_trip_us(n_rt // 4), reps, "PoCL rt")
     except Exception as e:  # pyopencl or an OpenCL platform missing
         skipped.append(f"PoCL baseline: {type(e).__name__}: {e} (pip install pyopencl pocl-binary-distribution)")
     res["results"] = rows
@@ -235,6 +253,26 @@ def report(res: Dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def compare(res: Dict[str, object], old_path: Path) -> str:
+    """Ratios of this run's medians against an earlier ``bench.json``."""
+    old = json.loads(old_path.read_text())["results"]
+    new = res["results"]  # type: ignore[index]
+    lines = [f"{'metric':52} {'now':>12} {'before':>12} {'now/before':>10}"]
+
+    def walk(prefix: str, a: Dict[str, object], b: Dict[str, object]) -> None:
+        for k, v in a.items():
+            if k not in b and str(k) not in b:
+                continue
+            w = b.get(k, b.get(str(k)))
+            if isinstance(v, dict) and "median" in v and isinstance(w, dict) and "median" in w:
+                lines.append(f"{prefix + str(k):52} {v['median']:12.3f} {w['median']:12.3f} {v['median'] / w['median']:9.2f}x")
+            elif isinstance(v, dict) and isinstance(w, dict):
+                walk(prefix + str(k) + ".", v, w)
+
+    walk("", new, old)
+    return "\n".join(lines)
+
+
 def plot(res: Dict[str, object], path: Path) -> bool:
     if importlib.util.find_spec("matplotlib") is None:
         return False
@@ -268,7 +306,10 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--streams", default="1,2,4,8,16,32,64", help="comma-separated stream counts")
     p.add_argument("--reps", type=int, default=None, help="repetitions per figure (median reported)")
     p.add_argument("--out", default="bench-out", help="directory for bench.json / bench.png")
+    p.add_argument("--compare", default=None, help="an earlier bench.json: print now/before ratios")
+    p.add_argument("--no-progress", action="store_true", help="do not print progress to stderr")
     a = p.parse_args(argv)
+    _PROGRESS["on"] = not a.no_progress and sys.stderr.isatty()
     counts = [int(x) for x in a.streams.split(",") if x.strip()]
     if not counts or min(counts) < 1:
         p.error("--streams needs positive integers")
@@ -281,6 +322,8 @@ def main(argv: List[str] | None = None) -> int:
     print(f"wrote {out / 'bench.json'}")
     if plot(res, out / "bench.png"):
         print(f"wrote {out / 'bench.png'}")
+    if a.compare:
+        print(compare(res, Path(a.compare)))
     return 0
 
 
