@@ -18,6 +18,8 @@ pub struct ContextInner {
     pub(crate) id: u64,
     pub(crate) device: u32,
     pub(crate) dev: Arc<DeviceShared>,
+    /// The device's memory (allocations on the current context come from it).
+    pub(crate) mem: Arc<crate::memory::DeviceMemory>,
     default_stream: Arc<StreamInner>,
     streams: Mutex<Vec<Arc<StreamInner>>>,
     /// Released streams whose queued work has not finished yet: device and context
@@ -39,7 +41,7 @@ pub fn live_contexts() -> usize {
 }
 
 impl ContextInner {
-    pub(crate) fn new(dev: Arc<DeviceShared>, explicit: bool) -> Arc<Self> {
+    pub(crate) fn new(dev: Arc<DeviceShared>, mem: Arc<crate::memory::DeviceMemory>, explicit: bool) -> Arc<Self> {
         LIVE_CONTEXTS.fetch_add(1, Relaxed);
         let id = NEXT_CTX_ID.fetch_add(1, Relaxed);
         Arc::new_cyclic(|weak| ContextInner {
@@ -47,6 +49,7 @@ impl ContextInner {
             device: dev.ordinal,
             default_stream: StreamInner::new(dev.clone(), weak.clone(), id, 0, true),
             dev,
+            mem,
             streams: Mutex::new(Vec::new()),
             draining: Mutex::new(Vec::new()),
             alive: AtomicBool::new(true),

@@ -5,6 +5,7 @@ use crate::context::{Context, ContextInner};
 use crate::error::Result;
 use crate::event::Event;
 use crate::executor::{DeviceShared, Executor};
+use crate::memory::DeviceMemory;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -78,20 +79,34 @@ pub struct DeviceRuntime {
     exec: Mutex<Option<Executor>>,
     default_ctx: Arc<ContextInner>,
     contexts: Mutex<Vec<Arc<ContextInner>>>,
+    memory: Arc<DeviceMemory>,
 }
 
 impl DeviceRuntime {
     pub(crate) fn start(props: DeviceProps, cfg: &Config) -> Result<Arc<Self>> {
         let exec = Executor::start(props.ordinal, &cfg.exec())?;
         let shared = exec.shared.clone();
-        let default_ctx = ContextInner::new(shared.clone(), false);
+        let memory = match DeviceMemory::new(props.ordinal, cfg.device_memory as usize, shared.clone()) {
+            Ok(m) => m,
+            Err(e) => {
+                exec.shutdown();
+                return Err(e);
+            }
+        };
+        let default_ctx = ContextInner::new(shared.clone(), memory.clone(), false);
         Ok(Arc::new(DeviceRuntime {
             props,
             shared,
             exec: Mutex::new(Some(exec)),
             default_ctx,
             contexts: Mutex::new(Vec::new()),
+            memory,
         }))
+    }
+
+    /// The device's memory: caching pool, statistics, quota.
+    pub fn memory(&self) -> &Arc<DeviceMemory> {
+        &self.memory
     }
 
     pub fn ordinal(&self) -> u32 {
@@ -104,7 +119,7 @@ impl DeviceRuntime {
 
     /// Creates an explicit context with its own default stream.
     pub fn create_context(&self) -> Result<Context> {
-        let ctx = ContextInner::new(self.shared.clone(), true);
+        let ctx = ContextInner::new(self.shared.clone(), self.memory.clone(), true);
         self.contexts.lock().push(ctx.clone());
         Ok(Context(ctx))
     }
@@ -144,13 +159,14 @@ impl DeviceRuntime {
                 c.wait_all(None);
             }
         }
+        let (allocations, bytes) = self.memory.live();
         let report = LeakReport {
             device: self.props.ordinal,
             streams: all.iter().map(|c| c.stream_count()).sum(),
             events: self.shared.live_events.load(Relaxed),
             contexts: explicit.len(),
-            allocations: 0,
-            bytes: 0,
+            allocations,
+            bytes,
         };
         for c in &all {
             c.retire();
@@ -158,6 +174,9 @@ impl DeviceRuntime {
         if let Some(exec) = self.exec.lock().take() {
             exec.shutdown();
         }
+        // Cached segments go back to the OS now; leaked buffers keep their own segments
+        // mapped (their handles report the reset when used) until they are dropped.
+        self.memory.empty_cache();
         report
     }
 }

@@ -211,6 +211,35 @@ impl EventError {
 /// Memory errors come from `npurt-mem`.
 pub use npurt_mem::MemError;
 
+/// Misuse of a buffer handle, a memory pool, or a copy's sizes (the checks `npurt-core`
+/// does before any byte is touched).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BufferError {
+    #[error("{what} at {addr:#x} was freed; it can no longer be used")]
+    Freed { what: &'static str, addr: usize },
+    #[error("memory pool {id} was destroyed; it can no longer allocate")]
+    PoolDestroyed { id: u64 },
+    #[error("{op}: {nbytes} bytes at offset {offset} exceed the {side} ({capacity} bytes)")]
+    OutOfRange { op: &'static str, side: &'static str, nbytes: usize, offset: usize, capacity: usize },
+    #[error("{op}: the byte count must be > 0")]
+    ZeroSize { op: &'static str },
+}
+
+impl BufferError {
+    pub fn code(&self) -> AclCode {
+        match self {
+            Self::Freed { .. } | Self::PoolDestroyed { .. } => AclCode::INVALID_HANDLE,
+            Self::OutOfRange { .. } | Self::ZeroSize { .. } => AclCode::PARAM_INVALID,
+        }
+    }
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Freed { .. } | Self::PoolDestroyed { .. } => ErrorKind::InvalidHandle,
+            Self::OutOfRange { .. } | Self::ZeroSize { .. } => ErrorKind::InvalidValue,
+        }
+    }
+}
+
 /// Every error the runtime returns.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
@@ -222,6 +251,8 @@ pub enum Error {
     Event(#[from] EventError),
     #[error(transparent)]
     Mem(#[from] std::sync::Arc<MemError>),
+    #[error(transparent)]
+    Buffer(#[from] BufferError),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
@@ -240,6 +271,7 @@ impl Error {
             Error::Stream(e) => e.code(),
             Error::Event(e) => e.code(),
             Error::Mem(e) => AclCode { code: e.code(), name: e.name() },
+            Error::Buffer(e) => e.code(),
             Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
         }
     }
@@ -256,6 +288,7 @@ impl Error {
                 107000 => ErrorKind::InvalidValue,
                 _ => ErrorKind::Internal,
             },
+            Error::Buffer(e) => e.kind(),
             Error::InvalidArgument(_) => ErrorKind::InvalidValue,
         }
     }

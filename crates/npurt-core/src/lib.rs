@@ -38,6 +38,7 @@ pub mod error;
 pub mod event;
 pub mod executor;
 pub mod kernel;
+pub mod memory;
 pub mod profiler;
 mod queue;
 pub mod runtime;
@@ -54,6 +55,7 @@ pub use device::{DeviceProps, DeviceRuntime, LeakReport};
 pub use error::{AclCode, Error, ErrorKind, Result};
 pub use event::Event;
 pub use kernel::{BlockCtx, Kernel, KernelFault};
+pub use memory::{DeviceBuffer, HostBuffer, MemPool};
 pub use stream::Stream;
 pub use task::{Engine, EngineOp};
 

@@ -17,10 +17,10 @@ pub enum MemError {
     /// Growing the pool (or the device) would exceed a limit, even after cached
     /// segments were released.
     #[error(
-        "out of device memory ({what}): tried to allocate {} ({requested} bytes); limit {} \
-         ({limit} bytes), {} allocated, {} reserved by the caching pool, largest free cached \
-         block {}. Hint: call empty_cache() or free buffers; reserved >> allocated means \
-         fragmentation (try max_split_size)",
+        "out of device memory ({what}): requested {} ({requested} bytes); limit (capacity, quota \
+         or pool size) {} ({limit} bytes); {} allocated, {} reserved by the caching pool, largest \
+         free cached block {}. Hint: call empty_cache() or free buffers; reserved >> allocated \
+         means fragmentation (try max_split_size)",
         human(.requested), human(.limit), human(.allocated), human(.reserved), human(.largest_free)
     )]
     OutOfMemory {

@@ -4,10 +4,14 @@
 
 mod args;
 mod context;
+mod copy;
 mod device;
 mod errors;
 mod event;
 mod kernels;
+mod memory;
+mod mempool;
+mod memstats;
 mod stream;
 
 use errors::IntoPy;
@@ -107,5 +111,29 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernels::empty, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::busy, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::fault, m)?)?;
+    m.add_class::<memory::PyDeviceBuffer>()?;
+    m.add_class::<memory::PyHostBuffer>()?;
+    m.add_class::<mempool::PyMemPool>()?;
+    m.add_class::<memory::PyMemView>()?;
+    m.add_function(wrap_pyfunction!(memory::malloc, m)?)?;
+    m.add_function(wrap_pyfunction!(memory::malloc_host, m)?)?;
+    m.add_function(wrap_pyfunction!(mempool::_resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(copy::memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(copy::memcpy_async, m)?)?;
+    m.add_function(wrap_pyfunction!(copy::memset, m)?)?;
+    m.add_function(wrap_pyfunction!(copy::memset_async, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::memory_allocated, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::max_memory_allocated, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::memory_reserved, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::max_memory_reserved, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::memory_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::mem_get_info, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::set_per_process_memory_fraction, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::get_per_process_memory_fraction, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::host_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(memstats::host_empty_cache, m)?)?;
     Ok(())
 }

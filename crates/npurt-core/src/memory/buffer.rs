@@ -1,0 +1,290 @@
+//! [`DeviceBuffer`]: a handle to device memory that owns it. Operations queued on streams
+//! hold clones of the buffer's inner `Arc`, and the block goes back to its pool only when
+//! the last clone is dropped — so freeing a buffer that queued work still uses is safe
+//! (stream-ordered) without any fence, and a freed block is idle for every stream.
+
+use super::device_mem::DeviceMemory;
+use super::host::HostInner;
+use super::pool::PoolInner;
+use crate::error::{BufferError, Result};
+use npurt_mem::{MemError, PageKind, Segment};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::Arc;
+
+/// Stream tag of every block npurt-core hands out. The pool's per-stream free lists exist
+/// for callers that free while work is still queued; npurt-core returns a block only after
+/// all its work is done, so one tag for everything is both correct and cheapest.
+pub(crate) const OWNED_STREAM: u64 = 0;
+
+/// Gives a dedicated segment's room back once the mapping is gone (declared after the
+/// segment in [`Owner::Dedicated`], so it drops after the unmap).
+pub(crate) struct DedicatedGuard {
+    pub(crate) mem: Arc<DeviceMemory>,
+    pub(crate) base: usize,
+}
+
+impl Drop for DedicatedGuard {
+    fn drop(&mut self) {
+        self.mem.remove_dedicated(self.base);
+    }
+}
+
+/// Where a buffer's memory comes from and goes back to.
+pub(crate) enum Owner {
+    /// A block of the device's caching pool.
+    Device(Arc<DeviceMemory>),
+    /// A block of an explicit [`MemPool`](super::MemPool).
+    Pool(Arc<PoolInner>),
+    /// A segment of its own (`NormalOnly`, or `HugeOnly` when the pool had no huge pages).
+    Dedicated { _seg: Segment, guard: DedicatedGuard },
+}
+
+/// The shared part of a [`DeviceBuffer`]; see the module docs.
+pub struct BufferInner {
+    pub(crate) addr: usize,
+    pub(crate) nbytes: usize,
+    pub(crate) owner: Owner,
+    freed: AtomicBool,
+}
+
+impl BufferInner {
+    pub(crate) fn mem(&self) -> &DeviceMemory {
+        match &self.owner {
+            Owner::Device(m) => m,
+            Owner::Pool(p) => &p.mem,
+            Owner::Dedicated { guard, .. } => &guard.mem,
+        }
+    }
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        // Every operation that captured this buffer has run and been dropped: the block is
+        // idle for all streams. `free` cannot fail for an address the pool handed out.
+        match &self.owner {
+            Owner::Device(m) => drop(m.pool.free(self.addr, Vec::new())),
+            Owner::Pool(p) => drop(p.pool.free(self.addr, Vec::new())),
+            Owner::Dedicated { .. } => {} // the fields unmap, then give the room back
+        }
+    }
+}
+
+/// Device memory (AscendCL `aclrtMalloc`). Cloning the handle does not copy memory: all
+/// clones name the same allocation. [`free`](Self::free) marks the allocation freed for
+/// every clone (later use is a typed error); the memory returns to its pool when the last
+/// clone, including those held by queued copies, is dropped.
+#[derive(Clone)]
+pub struct DeviceBuffer(pub(crate) Arc<BufferInner>);
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer(device={}, addr={:#x}, nbytes={}{})",
+            self.device(),
+            self.addr(),
+            self.nbytes(),
+            if self.is_freed() { ", freed" } else { "" }
+        )
+    }
+}
+
+impl PartialEq for DeviceBuffer {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for DeviceBuffer {}
+
+impl DeviceBuffer {
+    #[inline]
+    pub(crate) fn new(addr: usize, nbytes: usize, owner: Owner) -> Self {
+        DeviceBuffer(Arc::new(BufferInner {
+            addr,
+            nbytes,
+            owner,
+            freed: AtomicBool::new(false),
+        }))
+    }
+
+    /// Device address of the first byte (64-byte aligned).
+    #[inline]
+    pub fn addr(&self) -> usize {
+        self.0.addr
+    }
+
+    /// Bytes requested (the capacity copies are checked against).
+    #[inline]
+    pub fn nbytes(&self) -> usize {
+        self.0.nbytes
+    }
+
+    /// The device the memory is on.
+    #[inline]
+    pub fn device(&self) -> u32 {
+        self.0.mem().device
+    }
+
+    /// True once [`free`](Self::free) was called through any handle.
+    #[inline]
+    pub fn is_freed(&self) -> bool {
+        self.0.freed.load(Acquire)
+    }
+
+    /// Id of the [`MemPool`](super::MemPool) the buffer came from, if any.
+    pub fn pool_id(&self) -> Option<u64> {
+        match &self.0.owner {
+            Owner::Pool(p) => Some(p.id),
+            _ => None,
+        }
+    }
+
+    /// Page kind backing the buffer (`None` once freed or if the device is gone).
+    pub fn page_kind(&self) -> Option<PageKind> {
+        if self.check().is_err() {
+            return None;
+        }
+        match &self.0.owner {
+            Owner::Device(m) => m.pool.lookup(self.addr()).map(|b| b.page_kind),
+            Owner::Pool(p) => p.pool.lookup(self.addr()).map(|b| b.page_kind),
+            Owner::Dedicated { _seg, .. } => Some(_seg.page_kind()),
+        }
+    }
+
+    /// Fails if the buffer was freed or its device was reset.
+    #[inline]
+    pub fn check(&self) -> Result<()> {
+        if self.is_freed() {
+            return Err(BufferError::Freed {
+                what: "device buffer",
+                addr: self.addr(),
+            }
+            .into());
+        }
+        self.0.mem().check_alive()
+    }
+
+    /// Frees the buffer (AscendCL `aclrtFree`, stream-ordered): later use of any handle is
+    /// an error; the memory is reused once queued work that uses it has finished. Freeing
+    /// twice (through another clone) is [`MemError::DoubleFree`] (207002).
+    pub fn free(self) -> Result<()> {
+        if self.0.freed.swap(true, AcqRel) {
+            return Err(MemError::DoubleFree { addr: self.addr() }.into());
+        }
+        Ok(())
+    }
+}
+
+pub(crate) mod sealed {
+    use super::{BufferInner, HostInner};
+    use std::sync::Arc;
+
+    /// What keeps the memory of a copy operand alive while the copy is queued (held,
+    /// never read).
+    #[allow(dead_code)]
+    pub enum Keep {
+        Device(Arc<BufferInner>),
+        Host(Arc<HostInner>),
+        Staging(super::super::host::Staging),
+    }
+
+    /// A validated copy operand: `cap` bytes at `addr`, alive as long as `keep` is.
+    pub struct Region {
+        pub(crate) addr: usize,
+        pub(crate) cap: usize,
+        #[allow(dead_code)]
+        pub(crate) keep: Keep,
+    }
+
+    pub trait Sealed {
+        /// Checks the operand is usable and returns its memory.
+        fn region(&self) -> crate::Result<Region>;
+    }
+}
+
+use sealed::{Keep, Region};
+
+/// Memory that copies and memsets accept: [`DeviceBuffer`], [`HostBuffer`](super::HostBuffer)
+/// and [`AnyBuffer`]. Sealed: pointers are only ever taken from allocations npurt owns.
+pub trait Buffer: sealed::Sealed + Send + Sync {
+    /// Address of the first byte.
+    fn addr(&self) -> usize;
+    /// Size in bytes.
+    fn nbytes(&self) -> usize;
+}
+
+impl sealed::Sealed for DeviceBuffer {
+    #[inline]
+    fn region(&self) -> Result<Region> {
+        self.check()?;
+        Ok(Region {
+            addr: self.0.addr,
+            cap: self.0.nbytes,
+            keep: Keep::Device(self.0.clone()),
+        })
+    }
+}
+
+impl Buffer for DeviceBuffer {
+    fn addr(&self) -> usize {
+        self.0.addr
+    }
+    fn nbytes(&self) -> usize {
+        self.0.nbytes
+    }
+}
+
+/// A device or pinned host buffer, for code that handles both (bindings).
+#[derive(Clone, Debug)]
+pub enum AnyBuffer {
+    Device(DeviceBuffer),
+    Host(super::HostBuffer),
+}
+
+impl AnyBuffer {
+    /// Fails if the buffer was freed or (device memory) its device was reset.
+    pub fn check(&self) -> Result<()> {
+        match self {
+            AnyBuffer::Device(b) => b.check(),
+            AnyBuffer::Host(b) => b.check(),
+        }
+    }
+}
+
+impl sealed::Sealed for AnyBuffer {
+    #[inline]
+    fn region(&self) -> Result<Region> {
+        match self {
+            AnyBuffer::Device(b) => b.region(),
+            AnyBuffer::Host(b) => b.region(),
+        }
+    }
+}
+
+impl Buffer for AnyBuffer {
+    fn addr(&self) -> usize {
+        match self {
+            AnyBuffer::Device(b) => b.addr(),
+            AnyBuffer::Host(b) => b.addr(),
+        }
+    }
+    fn nbytes(&self) -> usize {
+        match self {
+            AnyBuffer::Device(b) => b.nbytes(),
+            AnyBuffer::Host(b) => b.nbytes(),
+        }
+    }
+}
+
+impl From<DeviceBuffer> for AnyBuffer {
+    fn from(b: DeviceBuffer) -> Self {
+        AnyBuffer::Device(b)
+    }
+}
+
+impl From<super::HostBuffer> for AnyBuffer {
+    fn from(b: super::HostBuffer) -> Self {
+        AnyBuffer::Host(b)
+    }
+}

@@ -1,0 +1,352 @@
+//! [`DeviceMemory`]: the memory of one active device. It owns the device's
+//! [`CachingPool`] and accounts for everything else that takes room on the device
+//! (explicit [`MemPool`](super::MemPool)s, dedicated segments of `NormalOnly` /
+//! `HugeOnly` allocations), so that the configured capacity and the per-process quota
+//! hold for the sum: the caching pool's limit is always `budget - external`.
+
+use super::pool::PoolInner;
+use crate::error::{Error, Result};
+use crate::executor::DeviceShared;
+use npurt_mem::stats::{StatArray, LARGE_POOL};
+use npurt_mem::{CachingPool, MemError, PageKind, PoolConfig, PoolStats};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+
+/// Everything outside the caching pool, under one lock (changes are rare: creating a
+/// MemPool, a dedicated segment, a quota).
+#[derive(Default)]
+struct External {
+    /// Bytes reserved outside the caching pool (MemPools + dedicated segments).
+    reserved: usize,
+    /// `set_per_process_memory_fraction` quota in bytes.
+    quota: Option<usize>,
+    fraction: Option<f64>,
+    /// Dedicated segments by base address: (mapped bytes, requested bytes, page kind).
+    dedicated: BTreeMap<usize, (usize, usize, PageKind)>,
+    /// Statistics of the dedicated segments (large-pool column).
+    stats: PoolStats,
+    pools: Vec<Weak<PoolInner>>,
+}
+
+/// The memory of one active device (see the module docs). Shared by the device, its
+/// contexts, and every buffer allocated from it, so it outlives a device reset while
+/// leaked buffers still exist (they report the reset as an error when used).
+pub struct DeviceMemory {
+    pub(crate) device: u32,
+    pub(crate) dev: Arc<DeviceShared>,
+    pub(crate) pool: CachingPool,
+    capacity: usize,
+    ext: Mutex<External>,
+}
+
+impl std::fmt::Debug for DeviceMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceMemory(device={}, capacity={})", self.device, self.capacity)
+    }
+}
+
+fn inc(a: &mut StatArray, n: u64) {
+    for i in [0, LARGE_POOL] {
+        let s = &mut a[i];
+        s.current += n;
+        s.allocated += n;
+        s.peak = s.peak.max(s.current);
+    }
+}
+
+fn dec(a: &mut StatArray, n: u64) {
+    for i in [0, LARGE_POOL] {
+        a[i].current -= n;
+        a[i].freed += n;
+    }
+}
+
+/// Adds `s` into `into` (peaks add up: exact for one pool, an upper bound for several).
+fn merge(into: &mut PoolStats, s: &PoolStats) {
+    let pairs: [(&mut StatArray, &StatArray); 7] = [
+        (&mut into.allocation, &s.allocation),
+        (&mut into.segment, &s.segment),
+        (&mut into.active, &s.active),
+        (&mut into.allocated_bytes, &s.allocated_bytes),
+        (&mut into.reserved_bytes, &s.reserved_bytes),
+        (&mut into.active_bytes, &s.active_bytes),
+        (&mut into.requested_bytes, &s.requested_bytes),
+    ];
+    for (a, b) in pairs {
+        for (x, y) in a.iter_mut().zip(b.iter()) {
+            x.current += y.current;
+            x.peak += y.peak;
+            x.allocated += y.allocated;
+            x.freed += y.freed;
+        }
+    }
+    into.num_alloc_retries += s.num_alloc_retries;
+    into.num_ooms += s.num_ooms;
+    into.num_device_alloc += s.num_device_alloc;
+    into.num_device_free += s.num_device_free;
+    into.pending_frees += s.pending_frees;
+    for (x, y) in into.page_bytes.iter_mut().zip(s.page_bytes.iter()) {
+        *x += y;
+    }
+    into.largest_free_block = into.largest_free_block.max(s.largest_free_block);
+}
+
+impl DeviceMemory {
+    pub(crate) fn new(device: u32, capacity: usize, dev: Arc<DeviceShared>) -> Result<Arc<Self>> {
+        // No sync hook: a block goes back to the pool only when the last operation that
+        // captured its buffer has run and been dropped, so every free block is idle (the
+        // pool's contract for hook-less pools). A hook would also make allocations wait for
+        // the device, which deadlocks when called from a host callback.
+        let pool = CachingPool::new(PoolConfig::new(capacity))?;
+        Ok(Arc::new(DeviceMemory {
+            device,
+            dev,
+            pool,
+            capacity,
+            ext: Mutex::new(External::default()),
+        }))
+    }
+
+    /// The device ordinal.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// The device capacity in bytes (a hard limit on reserved memory).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        if self.dev.is_alive() {
+            Ok(())
+        } else {
+            Err(crate::error::DeviceError::Reset(self.device).into())
+        }
+    }
+
+    fn budget(ext: &External, capacity: usize) -> usize {
+        ext.quota.map_or(capacity, |q| q.min(capacity))
+    }
+
+    /// Re-derives the caching pool's limit from the quota and the external reservations.
+    fn apply_limit(&self, ext: &External) {
+        let limit = if ext.quota.is_none() && ext.reserved == 0 {
+            None
+        } else {
+            Some(Self::budget(ext, self.capacity).saturating_sub(ext.reserved))
+        };
+        self.pool.set_limit(limit);
+    }
+
+    fn oom(&self, ext: &mut External, requested: usize) -> Error {
+        ext.stats.num_ooms += 1;
+        let budget = Self::budget(ext, self.capacity);
+        let what = if budget < self.capacity {
+            "quota"
+        } else {
+            "device capacity"
+        };
+        MemError::OutOfMemory {
+            requested,
+            limit: budget,
+            allocated: self.pool.allocated_bytes() + ext.stats.allocated_bytes[0].current as usize,
+            reserved: self.pool.reserved_bytes() + ext.reserved,
+            largest_free: self.pool.largest_free_block(),
+            what: what.to_string(),
+        }
+        .into()
+    }
+
+    /// Takes `bytes` of device room for something outside the caching pool (releasing the
+    /// pool's cached segments if needed), or fails with OutOfMemory.
+    pub(crate) fn reserve_external(&self, bytes: usize) -> Result<()> {
+        let mut ext = self.ext.lock();
+        let budget = Self::budget(&ext, self.capacity);
+        let total = ext.reserved.checked_add(bytes).filter(|&t| t <= budget);
+        let Some(total) = total else {
+            return Err(self.oom(&mut ext, bytes));
+        };
+        // Shrink the pool's limit first so that it cannot grow into the room meanwhile.
+        let old = ext.reserved;
+        ext.reserved = total;
+        self.apply_limit(&ext);
+        if self.pool.reserved_bytes() + total > budget {
+            self.pool.empty_cache();
+            if self.pool.reserved_bytes() + total > budget {
+                ext.reserved = old;
+                self.apply_limit(&ext);
+                return Err(self.oom(&mut ext, bytes));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn release_external(&self, bytes: usize) {
+        let mut ext = self.ext.lock();
+        ext.reserved = ext.reserved.saturating_sub(bytes);
+        self.apply_limit(&ext);
+    }
+
+    pub(crate) fn register_pool(&self, p: &Arc<PoolInner>) {
+        let mut ext = self.ext.lock();
+        ext.pools.retain(|w| w.strong_count() > 0);
+        ext.pools.push(Arc::downgrade(p));
+    }
+
+    /// Records a dedicated segment of `mapped` bytes for which `reserved` (≥ `mapped`) bytes
+    /// were taken with [`reserve_external`](Self::reserve_external); returns the rest.
+    pub(crate) fn add_dedicated(&self, base: usize, mapped: usize, reserved: usize, requested: usize, kind: PageKind) {
+        let mut ext = self.ext.lock();
+        ext.reserved = ext.reserved.saturating_sub(reserved) + mapped;
+        self.apply_limit(&ext);
+        ext.dedicated.insert(base, (mapped, requested, kind));
+        let (m, r) = (mapped as u64, requested as u64);
+        let s = &mut ext.stats;
+        inc(&mut s.allocation, 1);
+        inc(&mut s.segment, 1);
+        inc(&mut s.active, 1);
+        inc(&mut s.allocated_bytes, m);
+        inc(&mut s.reserved_bytes, m);
+        inc(&mut s.active_bytes, m);
+        inc(&mut s.requested_bytes, r);
+        s.page_bytes[kind.index()] += m;
+        s.num_device_alloc += 1;
+    }
+
+    /// Forgets a dedicated segment (the caller unmaps it) and gives its room back.
+    pub(crate) fn remove_dedicated(&self, base: usize) {
+        let mut ext = self.ext.lock();
+        let Some((mapped, requested, kind)) = ext.dedicated.remove(&base) else {
+            return;
+        };
+        let (m, r) = (mapped as u64, requested as u64);
+        let s = &mut ext.stats;
+        dec(&mut s.allocation, 1);
+        dec(&mut s.segment, 1);
+        dec(&mut s.active, 1);
+        dec(&mut s.allocated_bytes, m);
+        dec(&mut s.reserved_bytes, m);
+        dec(&mut s.active_bytes, m);
+        dec(&mut s.requested_bytes, r);
+        s.page_bytes[kind.index()] -= m;
+        s.num_device_free += 1;
+        ext.reserved = ext.reserved.saturating_sub(mapped);
+        self.apply_limit(&ext);
+    }
+
+    /// The dedicated segment containing `addr`: (base, requested bytes, page kind).
+    pub(crate) fn find_dedicated(&self, addr: usize) -> Option<(usize, usize, PageKind)> {
+        let ext = self.ext.lock();
+        let (&base, &(_, requested, kind)) = ext.dedicated.range(..=addr).next_back()?;
+        (addr < base + requested).then_some((base, requested, kind))
+    }
+
+    /// Live explicit memory pools of this device.
+    pub(crate) fn pools(&self) -> Vec<Arc<PoolInner>> {
+        self.ext.lock().pools.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Device-wide statistics in torch's shape: the caching pool, the explicit memory
+    /// pools and the dedicated segments added up. `capacity` and `limit` (the quota)
+    /// are the device's.
+    pub fn stats(&self) -> PoolStats {
+        let mut s = self.pool.stats();
+        let pools = self.pools();
+        let (ext_stats, quota) = {
+            let ext = self.ext.lock();
+            (ext.stats.clone(), ext.quota)
+        };
+        merge(&mut s, &ext_stats);
+        for p in &pools {
+            merge(&mut s, &p.pool.stats());
+        }
+        s.capacity = self.capacity as u64;
+        s.limit = quota.map(|q| q as u64);
+        s
+    }
+
+    /// Bytes allocated to live buffers (block sizes), all pools of the device
+    /// (`memory_allocated`).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.pool.allocated_bytes() as u64 + self.ext_allocated()
+    }
+
+    fn ext_allocated(&self) -> u64 {
+        let pools = self.pools();
+        let dedicated = self.ext.lock().stats.allocated_bytes[0].current;
+        dedicated + pools.iter().map(|p| p.pool.allocated_bytes() as u64).sum::<u64>()
+    }
+
+    /// Bytes reserved on the device: mapped by the pools and dedicated segments
+    /// (`memory_reserved`).
+    pub fn reserved_bytes(&self) -> u64 {
+        self.pool.reserved_bytes() as u64 + self.ext.lock().reserved as u64
+    }
+
+    /// `(free, total)` like `aclrtGetMemInfo`: capacity minus reserved bytes.
+    pub fn mem_info(&self) -> (u64, u64) {
+        let used = self.reserved_bytes().min(self.capacity as u64);
+        (self.capacity as u64 - used, self.capacity as u64)
+    }
+
+    /// Resets every peak statistic to its current value.
+    pub fn reset_peak_stats(&self) {
+        self.pool.reset_peak_stats();
+        for p in self.pools() {
+            p.pool.reset_peak_stats();
+        }
+        let mut ext = self.ext.lock();
+        let s = &mut ext.stats;
+        for a in [
+            &mut s.allocation,
+            &mut s.segment,
+            &mut s.active,
+            &mut s.allocated_bytes,
+            &mut s.reserved_bytes,
+            &mut s.active_bytes,
+            &mut s.requested_bytes,
+        ] {
+            for st in a.iter_mut() {
+                st.peak = st.current;
+            }
+        }
+    }
+
+    /// Returns the caching pool's unused cached segments to the OS; the bytes released.
+    pub fn empty_cache(&self) -> usize {
+        self.pool.empty_cache()
+    }
+
+    /// torch's `set_per_process_memory_fraction`: the device's reserved memory (all pools)
+    /// may not exceed `fraction * capacity`. `0 < fraction <= 1`.
+    pub fn set_fraction(&self, fraction: f64) -> Result<()> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::invalid(format!(
+                "memory fraction must be in (0, 1], got {fraction}"
+            )));
+        }
+        let mut ext = self.ext.lock();
+        ext.quota = Some((fraction * self.capacity as f64) as usize);
+        ext.fraction = Some(fraction);
+        self.apply_limit(&ext);
+        Ok(())
+    }
+
+    /// The fraction set by [`set_fraction`](Self::set_fraction), if any.
+    pub fn fraction(&self) -> Option<f64> {
+        self.ext.lock().fraction
+    }
+
+    /// torch-style summary table of [`stats`](Self::stats).
+    pub fn summary(&self) -> String {
+        format!("device {}\n{}", self.device, self.stats().summary())
+    }
+
+    /// Live allocations and their bytes (for the teardown's leak report).
+    pub(crate) fn live(&self) -> (usize, u64) {
+        let s = self.stats();
+        (s.allocation[0].current as usize, s.allocated_bytes[0].current)
+    }
+}

@@ -1,0 +1,224 @@
+//! Device memory, pinned host memory and copies (AscendCL `aclrtMalloc`, `aclrtMallocHost`,
+//! `aclrtMemcpy[Async]`, `aclrtMemset[Async]`), built on `npurt-mem`.
+//!
+//! * Every active device owns a [`DeviceMemory`]: a [`CachingPool`](npurt_mem::CachingPool)
+//!   whose capacity is the configured device memory, plus the accounting of explicit
+//!   [`MemPool`]s and dedicated segments against that capacity and the per-process quota.
+//! * [`DeviceBuffer`] / [`HostBuffer`] own their memory (cudarc style): queued copies hold
+//!   clones, so a buffer freed while work still uses it returns to its pool only after that
+//!   work ran — frees are stream-ordered with no fences, and every free block is idle for
+//!   every stream.
+//! * Copies validate before they touch memory (see [`copy`](self::copy) for the rules);
+//!   raw device addresses are checked with [`resolve`].
+//!
+//! ```
+//! use npurt_core::{current, memory::{self, PagePolicy}};
+//!
+//! let dev = memory::malloc(4096, PagePolicy::HugeFirst)?;
+//! let host = memory::malloc_host(4096)?;
+//! memory::write(&host, 0, &[7u8; 4096])?;
+//! let s = current::current_stream()?;
+//! memory::memcpy_async(&dev, &host, None, &s)?;   // H2D on the stream's copy engine
+//! dev.clone().free()?;                            // stream-ordered: the copy still runs
+//! s.synchronize(None)?;
+//! let mut out = [0u8; 16];
+//! assert!(memory::read(&dev, 0, &mut out).is_err()); // freed handle: typed error
+//! # Ok::<(), npurt_core::Error>(())
+//! ```
+
+mod buffer;
+mod copy;
+mod device_mem;
+mod host;
+mod pool;
+
+pub use buffer::{AnyBuffer, Buffer, DeviceBuffer};
+pub use copy::{
+    copy_size, memcpy, memcpy_async, memcpy_async_from_slice, memset, memset_async, read, try_memcpy_async,
+    try_memcpy_async_from_staging, try_memset_async, write,
+};
+pub use device_mem::DeviceMemory;
+pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffer, Staging};
+pub use npurt_mem::{PageKind, PagePolicy, PinnedStats, PoolStats};
+pub use pool::{exit_pool, MemPool};
+
+use crate::current;
+use crate::error::{BufferError, Result};
+use crate::runtime;
+use buffer::{DedicatedGuard, Owner, OWNED_STREAM};
+use npurt_mem::align::{block_size, round_up};
+use npurt_mem::page::{page_size, HUGE_PAGE_SIZE};
+use npurt_mem::{HugePageMode, MemError, Segment};
+use std::sync::Arc;
+
+/// The memory of the current device (starting device 0 lazily, like every other call).
+pub fn current_memory() -> Result<Arc<DeviceMemory>> {
+    Ok(current::current_context()?.0.mem.clone())
+}
+
+/// The memory of device `id`, taking the process's implicit reference if it is not active.
+pub fn device_memory(id: i64) -> Result<Arc<DeviceMemory>> {
+    Ok(runtime::active_or_use(id)?.memory().clone())
+}
+
+/// The memory of device `id` if the device is active (statistics of an inactive device
+/// are all zero; asking should not start it).
+pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
+    Ok(runtime::active_device(id)?.map(|d| d.memory().clone()))
+}
+
+/// Allocates `nbytes` on the current device (`aclrtMalloc`; contents unspecified).
+///
+/// Sizes follow the caching allocator (torch_npu's, whose segments come from
+/// `aclrtMallocAlign32`): blocks are `nbytes` rounded up to 512 bytes, with no extra
+/// 32-byte pad, so `malloc(1 MiB)` takes exactly 1 MiB and stays in the small pool.
+/// ACL's padded rule is [`CachingPool::alloc_acl`](npurt_mem::CachingPool::alloc_acl).
+///
+/// Policies as ACL: `HugeFirst` (huge pages where the kernel gives them, else normal),
+/// `HugeOnly` (207001 when no huge pages can be had), `NormalOnly`. Inside
+/// [`MemPool::enter`] the allocation comes from that pool whatever the policy. Zero or
+/// absurd sizes are typed errors; a request the device cannot hold is OutOfMemory (207001)
+/// with the pool's explanation.
+#[inline]
+pub fn malloc(nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    let ctx = current::current_context()?;
+    malloc_on(&ctx.0.mem, nbytes, policy)
+}
+
+/// [`malloc`] on the device of `mem`.
+#[inline]
+pub fn malloc_on(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    mem.check_alive()?;
+    if let Some(p) = pool::routed(mem.device) {
+        return p.alloc(nbytes);
+    }
+    match policy {
+        PagePolicy::HugeFirst => {
+            let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
+            Ok(DeviceBuffer::new(addr, nbytes, Owner::Device(mem.clone())))
+        }
+        PagePolicy::HugeOnly => {
+            let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
+            let b = DeviceBuffer::new(addr, nbytes, Owner::Device(mem.clone()));
+            if b.page_kind().is_some_and(|k| k != PageKind::Normal) {
+                return Ok(b);
+            }
+            drop(b); // normal pages: give it back and map huge pages of its own
+            alloc_dedicated(mem, nbytes, PagePolicy::HugeOnly)
+        }
+        PagePolicy::NormalOnly => alloc_dedicated(mem, nbytes, PagePolicy::NormalOnly),
+    }
+}
+
+/// An allocation with a segment of its own, counted against the device.
+fn alloc_dedicated(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    let size = block_size(nbytes)?;
+    let gran = if policy == PagePolicy::NormalOnly {
+        page_size()
+    } else {
+        HUGE_PAGE_SIZE
+    };
+    let reserve = round_up(size, gran).ok_or(MemError::InvalidSize {
+        size: nbytes,
+        reason: "size overflows",
+    })?;
+    mem.reserve_external(reserve)?;
+    let seg = match Segment::map_with(size, policy, HugePageMode::from_env()) {
+        Ok(seg) => seg,
+        Err(e) => {
+            mem.release_external(reserve);
+            return Err(match e {
+                MemError::Os {
+                    errno: libc::ENOMEM, ..
+                } => MemError::OutOfMemory {
+                    requested: nbytes,
+                    limit: mem.capacity(),
+                    allocated: mem.allocated_bytes() as usize,
+                    reserved: mem.reserved_bytes() as usize,
+                    largest_free: 0,
+                    what: "host memory (mmap ENOMEM)".to_string(),
+                },
+                e => e,
+            }
+            .into());
+        }
+    };
+    let (base, mapped, kind) = (seg.addr(), seg.len(), seg.page_kind());
+    mem.add_dedicated(base, mapped, reserve, nbytes, kind);
+    let guard = DedicatedGuard { mem: mem.clone(), base };
+    Ok(DeviceBuffer::new(base, nbytes, Owner::Dedicated { _seg: seg, guard }))
+}
+
+/// What [`resolve`] found out about a raw device address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// Start of the allocation containing the address.
+    pub base: usize,
+    /// `addr - base`.
+    pub offset: usize,
+    /// Bytes requested for that allocation.
+    pub size: usize,
+    /// Page kind backing it.
+    pub page_kind: PageKind,
+    /// The [`MemPool`] it came from, if any.
+    pub pool: Option<u64>,
+}
+
+/// Validates a raw device pointer (e.g. from an `aclrt*`-style API): `[addr, addr+nbytes)`
+/// must lie inside one live allocation on device `device`. Unknown, freed or out-of-range
+/// addresses are typed errors (107000), an inactive or reset device 107017.
+pub fn resolve(device: i64, addr: usize, nbytes: usize) -> Result<Resolved> {
+    let Some(mem) = active_memory(device)? else {
+        return Err(crate::error::DeviceError::Reset(device as u32).into());
+    };
+    mem.check_alive()?;
+    if nbytes == 0 {
+        return Err(BufferError::ZeroSize { op: "resolve" }.into());
+    }
+    let found = if let Some(b) = mem.pool.lookup(addr) {
+        Some(Resolved {
+            base: b.base,
+            offset: b.offset,
+            size: b.size,
+            page_kind: b.page_kind,
+            pool: None,
+        })
+    } else if let Some(r) = mem.pools().iter().find_map(|p| {
+        p.pool.lookup(addr).map(|b| Resolved {
+            base: b.base,
+            offset: b.offset,
+            size: b.size,
+            page_kind: b.page_kind,
+            pool: Some(p.id),
+        })
+    }) {
+        Some(r)
+    } else {
+        mem.find_dedicated(addr).map(|(base, size, kind)| Resolved {
+            base,
+            offset: addr - base,
+            size,
+            page_kind: kind,
+            pool: None,
+        })
+    };
+    let Some(r) = found else {
+        return Err(MemError::InvalidPointer {
+            addr,
+            reason: "unknown device address: not inside a live allocation of this device",
+            during_free: false,
+        }
+        .into());
+    };
+    if r.offset.checked_add(nbytes).is_none_or(|end| end > r.size) {
+        return Err(BufferError::OutOfRange {
+            op: "resolve",
+            side: "allocation",
+            nbytes,
+            offset: r.offset,
+            capacity: r.size,
+        }
+        .into());
+    }
+    Ok(r)
+}

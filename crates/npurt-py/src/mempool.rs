@@ -1,0 +1,141 @@
+//! `npurt.MemPool` (an explicit preallocated pool; `with pool:` routes this thread's
+//! allocations into it) and `_resolve` (raw device pointer validation).
+
+use crate::args::int_arg;
+use crate::device::device_id;
+use crate::errors::{to_py, IntoPy};
+use crate::memory::{lock, memory_for, size_arg, PyDeviceBuffer};
+use npurt_core::memory::{self, MemPool};
+use pyo3::exceptions::PyResourceWarning;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::sync::Mutex;
+
+/// A preallocated memory pool on one device (torch's MemPool). `with pool:` routes this
+/// thread's allocations on that device into it; `destroy()` (or dropping every reference)
+/// releases its memory once no buffer from it is left. Buffers keep their pool alive.
+#[pyclass(module = "npurt", name = "MemPool", frozen)]
+pub(crate) struct PyMemPool {
+    pool: Mutex<Option<MemPool>>,
+    id: u64,
+    device: u32,
+    size: usize,
+}
+
+impl PyMemPool {
+    fn handle(&self) -> PyResult<MemPool> {
+        lock(&self.pool)
+            .clone()
+            .ok_or_else(|| to_py(npurt_core::error::BufferError::PoolDestroyed { id: self.id }.into()))
+    }
+}
+
+#[pymethods]
+impl PyMemPool {
+    #[new]
+    #[pyo3(signature = (size, device=None))]
+    fn new(py: Python<'_>, size: &Bound<'_, PyAny>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let n = size_arg(size, "size")?;
+        let mem = memory_for(py, device)?;
+        let p = py.detach(|| MemPool::new(&mem, n)).py_err()?;
+        Ok(Self {
+            id: p.id(),
+            device: p.device(),
+            size: p.size(),
+            pool: Mutex::new(Some(p)),
+        })
+    }
+
+    #[getter]
+    fn id(&self) -> u64 {
+        self.id
+    }
+    #[getter]
+    fn device(&self) -> u32 {
+        self.device
+    }
+    /// Bytes the pool holds (rounded down to 512).
+    #[getter]
+    fn size(&self) -> usize {
+        self.size
+    }
+    #[getter]
+    fn destroyed(&self) -> bool {
+        lock(&self.pool).is_none()
+    }
+
+    /// Bytes allocated from the pool.
+    fn memory_allocated(&self) -> PyResult<usize> {
+        Ok(self.handle()?.allocated())
+    }
+
+    /// The pool's statistics (torch's memory_stats keys).
+    fn memory_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::memstats::stats_dict(py, &self.handle()?.stats())
+    }
+
+    /// Allocates from this pool directly.
+    fn malloc(&self, nbytes: &Bound<'_, PyAny>) -> PyResult<PyDeviceBuffer> {
+        let n = size_arg(nbytes, "nbytes")?;
+        Ok(PyDeviceBuffer::wrap(self.handle()?.alloc(n).py_err()?))
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        slf.get().handle()?.enter().py_err()?;
+        Ok(slf)
+    }
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
+        memory::exit_pool(self.id);
+        false
+    }
+
+    /// Destroys the pool: no more allocations from it; its memory is released now, or when
+    /// the last buffer from it is freed (a ResourceWarning says how many were still live).
+    fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        let p = lock(&self.pool).take();
+        let Some(p) = p else {
+            return Err(to_py(
+                npurt_core::error::BufferError::PoolDestroyed { id: self.id }.into(),
+            ));
+        };
+        let live = p.destroy().py_err()?;
+        if live > 0 {
+            let msg = format!(
+                "MemPool {} destroyed with {live} live allocation(s); released when they are freed",
+                self.id
+            );
+            let cmsg = std::ffi::CString::new(msg).unwrap_or_default();
+            PyErr::warn(py, &py.get_type::<PyResourceWarning>(), &cmsg, 1)?;
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<npurt.MemPool id={} device={} size={}>",
+            self.id, self.device, self.size
+        )
+    }
+}
+
+/// Validates a raw device pointer range (for tests and the future `npurt.acl`): returns
+/// a dict with base, offset, size, page_kind, pool.
+#[pyfunction]
+pub(crate) fn _resolve<'py>(
+    py: Python<'py>,
+    device: &Bound<'py, PyAny>,
+    ptr: &Bound<'py, PyAny>,
+    nbytes: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let id = device_id(device)?;
+    let addr = int_arg(ptr, "ptr", 0, i64::MAX)? as usize;
+    let r = memory::resolve(id, addr, size_arg(nbytes, "nbytes")?).py_err()?;
+    let d = PyDict::new(py);
+    d.set_item("base", r.base)?;
+    d.set_item("offset", r.offset)?;
+    d.set_item("size", r.size)?;
+    d.set_item("page_kind", r.page_kind.as_str())?;
+    d.set_item("pool", r.pool)?;
+    Ok(d)
+}

@@ -1,0 +1,93 @@
+"""Device memory: allocation, pinned host memory, copies, memory pools and statistics.
+
+AscendCL semantics (``aclrtMalloc``, ``aclrtMallocHost``, ``aclrtMemcpy[Async]``,
+``aclrtMemset[Async]``) with torch's names for the caching allocator's statistics.
+
+>>> import numpy as np, npurt
+>>> a = np.arange(1024, dtype=np.float32)
+>>> with npurt.malloc(a.nbytes) as dev:           # freed on exit, also on an exception
+...     npurt.memcpy(dev, a)                        # host -> device (synchronous)
+...     s = npurt.Stream()
+...     host = npurt.malloc_host(a.nbytes)          # pinned: async copies are truly async
+...     npurt.memcpy_async(host, dev, s)            # device -> host on the stream
+...     s.synchronize()
+...     assert (host.numpy(np.float32) == a).all()  # zero-copy numpy view
+
+* **Ownership.** A :class:`DeviceBuffer` owns its memory. ``free()``, leaving its ``with``
+  block, or dropping the last reference frees it *stream-ordered*: copies already queued
+  keep the memory until they ran, then it goes back to the caching pool, where any
+  stream may reuse it. Using a freed buffer raises :class:`npurt.InvalidHandleError`
+  (107017); freeing it twice :class:`npurt.MemoryFreeError` (207002).
+* **Copies** accept DeviceBuffer, HostBuffer and C-contiguous Python buffers (numpy
+  arrays; bytes as a source; bytearray...). ``nbytes`` defaults to the source's size and
+  must fit both sides (ACL's ``destMax``), else :class:`npurt.InvalidValueError` (107000).
+  An async copy from pageable memory is staged into pinned memory before the call
+  returns; an async copy into pageable memory waits for the stream first (as ACL).
+* **Capacity and quotas.** Each device has the configured capacity
+  (``NPURT_DEVICE_MEMORY``); :func:`set_per_process_memory_fraction` sets a quota.
+  Exceeding either raises :class:`npurt.OutOfMemoryError` (207001, also a
+  ``MemoryError``) whose message gives the request, the limit, allocated and reserved
+  bytes, the largest free block and a hint; the device stays usable.
+* **Pools.** ``with npurt.MemPool(size):`` routes this thread's allocations on the pool's
+  device into a preallocated pool; ``pool.destroy()`` releases it.
+* **Statistics** are per device (``device=None``: the current one):
+  :func:`memory_allocated`, :func:`memory_reserved`, their ``max_`` peaks,
+  :func:`memory_stats` (torch's keys plus ``page_bytes.{hugetlb,thp,normal}``),
+  :func:`memory_summary`, :func:`mem_get_info`.
+"""
+
+from __future__ import annotations
+
+from ._npurt import (
+    DeviceBuffer,
+    HostBuffer,
+    MemPool,
+    empty_cache,
+    get_per_process_memory_fraction,
+    host_empty_cache,
+    host_memory_stats,
+    malloc,
+    malloc_host,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memcpy,
+    memcpy_async,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    memset,
+    memset_async,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+
+__all__ = [
+    "DeviceBuffer",
+    "HostBuffer",
+    "MemPool",
+    "POLICIES",
+    "empty_cache",
+    "get_per_process_memory_fraction",
+    "host_empty_cache",
+    "host_memory_stats",
+    "malloc",
+    "malloc_host",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memcpy",
+    "memcpy_async",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "memset",
+    "memset_async",
+    "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+]
+
+#: Allocation policies of :func:`malloc` (ACL's ``aclrtMemMallocPolicy`` 0, 1, 2).
+POLICIES = ("huge_first", "huge_only", "normal_only")
