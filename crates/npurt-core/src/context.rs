@@ -87,7 +87,7 @@ impl ContextInner {
     }
 
     /// Every stream whose work a synchronize must wait for.
-    fn all_streams(&self) -> Vec<Arc<StreamInner>> {
+    pub(crate) fn all_streams(&self) -> Vec<Arc<StreamInner>> {
         let mut all = vec![self.default_stream.clone()];
         all.extend(self.streams.lock().iter().cloned());
         all.extend(self.draining.lock().iter().cloned());

@@ -168,11 +168,17 @@ impl DeviceRuntime {
             allocations,
             bytes,
         };
+        let streams: Vec<_> = all.iter().flat_map(|c| c.all_streams()).collect();
         for c in &all {
             c.retire();
         }
         if let Some(exec) = self.exec.lock().take() {
             exec.shutdown();
+        }
+        // With the threads gone, whatever is still queued (a forced reset) will never run:
+        // drop it and count it complete so that no host thread waits on it forever.
+        for s in &streams {
+            s.abandon();
         }
         // Cached segments go back to the OS now; leaked buffers keep their own segments
         // mapped (their handles report the reset when used) until they are dropped.

@@ -159,6 +159,16 @@ impl StreamInner {
         self.timeline.wait_for(target, deadline, self.dev.spin_iters)
     }
 
+    /// Drops queued tasks and marks them complete; only once the device's threads are gone.
+    pub(crate) fn abandon(&self) {
+        self.retire(true);
+        while self.queue.pop().is_some() {}
+        let (tail, done) = (self.queue.tail(), self.timeline.completed());
+        if tail > done {
+            self.timeline.advance(tail - done);
+        }
+    }
+
     /// Marks the stream destroyed (`force`: also drop its queued work).
     pub(crate) fn retire(&self, force: bool) {
         let _ = self.status.compare_exchange(ALIVE, if force { ABORTED } else { DESTROYED }, AcqRel, Acquire);
