@@ -29,7 +29,7 @@ from typing import Callable, Dict, List
 
 import npurt
 
-from . import _baseline
+from . import _baseline, _membench
 
 
 def _stats(samples: List[float]) -> Dict[str, float]:
@@ -189,7 +189,7 @@ def machine() -> Dict[str, object]:
     }
 
 
-def run(quick: bool, stream_counts: List[int], reps: int) -> Dict[str, object]:
+def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = True) -> Dict[str, object]:
     n_launch = 100_000 if quick else 1_000_000
     n_rt = 2_000 if quick else 20_000
     kernel_s = 0.001
@@ -217,6 +217,13 @@ def run(quick: bool, stream_counts: List[int], reps: int) -> Dict[str, object]:
         rows["baseline_pocl_round_trip_us"] = _repeat(lambda: pocl_round_trip_us(n_rt // 4), reps, "PoCL rt")
     except Exception as e:  # pyopencl or an OpenCL platform missing
         skipped.append(f"PoCL baseline: {type(e).__name__}: {e} (pip install pyopencl pocl-binary-distribution)")
+    if with_memory:
+        if _PROGRESS["on"]:
+            print("  running memory workloads ...", end="\r", file=sys.stderr, flush=True)
+        try:
+            rows["memory"] = _membench.run(quick)
+        except ImportError as e:
+            skipped.append(f"memory workloads: {e}")
     res["results"] = rows
     res["skipped"] = skipped
     return res
@@ -247,6 +254,8 @@ def report(res: Dict[str, object]) -> str:
     cores = npurt.get_config()["worker_threads"]
     for s, st in tput.items():
         lines.append(f"{s:8d} {st['median']:20,.0f} {st['median'] / base:7.2f}x {min(s, cores):5d}x")
+    if "memory" in r:
+        lines += _membench.report(r["memory"])
     lines.append("(baselines measured in this run: a pure-Python runtime of one thread per stream; PoCL via pyopencl)")
     for skip in res.get("skipped", []):  # type: ignore[union-attr]
         lines.append(f"skipped: {skip}")
@@ -308,13 +317,14 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--out", default="bench-out", help="directory for bench.json / bench.png")
     p.add_argument("--compare", default=None, help="an earlier bench.json: print now/before ratios")
     p.add_argument("--no-progress", action="store_true", help="do not print progress to stderr")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory workloads")
     a = p.parse_args(argv)
     _PROGRESS["on"] = not a.no_progress and sys.stderr.isatty()
     counts = [int(x) for x in a.streams.split(",") if x.strip()]
     if not counts or min(counts) < 1:
         p.error("--streams needs positive integers")
     reps = a.reps or (3 if a.quick else 5)
-    res = run(a.quick, counts, reps)
+    res = run(a.quick, counts, reps, with_memory=not a.no_memory)
     print(report(res))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
