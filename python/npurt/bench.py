@@ -155,6 +155,40 @@ def streams_throughput(streams: int, kernel_s: float, total: int) -> float:
     return total / dt
 
 
+def overlap(streams: int, chunks: int, chunk_bytes: int, kernel_s: float) -> float:
+    """H2D copy -> compute (a busy kernel) -> D2H copy over `chunks` chunks, round-robin on
+    `streams` streams; events order each chunk's steps. Returns seconds for the pipeline."""
+    ss = [npurt.Stream() for _ in range(streams)]
+    host_in = [npurt.malloc_host(chunk_bytes) for _ in range(streams)]
+    host_out = [npurt.malloc_host(chunk_bytes) for _ in range(streams)]
+    dev = [npurt.malloc(chunk_bytes) for _ in range(streams)]
+    for h in host_in:
+        npurt.memset(h, 3)
+    t = time.perf_counter()
+    for c in range(chunks):
+        i = c % streams
+        s = ss[i]
+        npurt.memcpy_async(dev[i], host_in[i], s)
+        npurt.kernels.busy(kernel_s, stream=s)
+        npurt.memcpy_async(host_out[i], dev[i], s)
+    for s in ss:
+        s.synchronize()
+    dt = time.perf_counter() - t
+    for b in host_in + host_out + dev:
+        b.free()
+    for s in ss:
+        s.destroy()
+    return dt
+
+
+def overlap_table(quick: bool, reps: int) -> Dict[str, object]:
+    chunks, chunk_bytes, kernel_s = (16 if quick else 64), 8 << 20, 0.002
+    out: Dict[str, object] = {"chunks": chunks, "chunk_bytes": chunk_bytes, "kernel_s": kernel_s}
+    for s in (1, 2, 4):
+        out[str(s)] = _repeat(lambda s=s: overlap(s, chunks, chunk_bytes, kernel_s), reps, f"overlap S={s}")
+    return out
+
+
 def check_correctness() -> None:
     """A fast wrong answer must not pass: order, waits and timing are checked once."""
     s1, s2 = npurt.Stream(), npurt.Stream()
@@ -218,6 +252,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
     except Exception as e:  # pyopencl or an OpenCL platform missing
         skipped.append(f"PoCL baseline: {type(e).__name__}: {e} (pip install pyopencl pocl-binary-distribution)")
     if with_memory:
+        rows["overlap_seconds_by_streams"] = overlap_table(quick, reps)
         if _PROGRESS["on"]:
             print("  running memory workloads ...", end="\r", file=sys.stderr, flush=True)
         try:
@@ -254,6 +289,13 @@ def report(res: Dict[str, object]) -> str:
     cores = npurt.get_config()["worker_threads"]
     for s, st in tput.items():
         lines.append(f"{s:8d} {st['median']:20,.0f} {st['median'] / base:7.2f}x {min(s, cores):5d}x")
+    if "overlap_seconds_by_streams" in r:
+        ov = r["overlap_seconds_by_streams"]
+        one = ov["1"]["median"]
+        lines += ["", f"overlap: {ov['chunks']} chunks x (H2D {ov['chunk_bytes'] >> 20} MiB -> busy "
+                  f"{ov['kernel_s'] * 1e3:.0f} ms -> D2H), speed-up over 1 stream:"]
+        for k in ("2", "4"):
+            lines.append(f"  {k} streams: {one / ov[k]['median']:5.2f}x  ({ov[k]['median'] * 1e3:.1f} ms vs {one * 1e3:.1f} ms)")
     if "memory" in r:
         lines += _membench.report(r["memory"])
     lines.append("(baselines measured in this run: a pure-Python runtime of one thread per stream; PoCL via pyopencl)")
