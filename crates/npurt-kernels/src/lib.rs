@@ -1,19 +1,68 @@
 //! The AI-Core kernel library: kernels implementing `npurt_core::Kernel`.
 //!
-//! For now it holds the kernels that exercise the executor: [`Empty`] (launch overhead),
-//! [`Busy`] (compute-bound work for a set duration per block) and [`Fill`] (a block-split
-//! write into memory). The tensor kernels (elementwise, reductions, matmul) come next.
+//! * Executor kernels: [`Empty`] (launch overhead), [`Busy`] (compute-bound work for a set
+//!   duration per block), [`Fill`] (a block-split byte pattern) and [`Fault`] (fails one
+//!   block, for sticky-error tests).
+//! * Tensor kernels over [`TensorView`]s (strided descriptions of memory, independent of
+//!   the memory layer): elementwise ([`unary`], [`binary`], [`cast`], [`copy`], [`axpy`],
+//!   [`fill`]), reductions ([`reduce`]), [`softmax`], [`log_softmax`], [`layer_norm`],
+//!   [`rms_norm`], [`matmul`] / [`gemm()`] (the Cube path, tiles computed by the `gemm`
+//!   crate), and data movement ([`permute`], [`transpose2d`], [`concat()`], [`slice()`]).
+//!
+//! Every tensor-kernel constructor validates shapes, dtypes, axes and aliasing *before*
+//! anything is queued and returns the kernel with a suggested block count
+//! ([`Launch`]); launch it with `stream.launch(kernel, blocks)` (any block count is
+//! correct; the suggestion comes from the work size and the `cores` hint).
+//!
+//! Determinism: every output element is computed by exactly one block, with a summation
+//! order fixed by the shapes alone (never by the block count or which core runs a block),
+//! so results are bitwise identical whatever the block count or number of cores.
+//!
+//! Floats compute in f32 (f16/bf16 are converted on load and rounded once on store);
+//! sums accumulate in f64, integers compute in i64 and wrap like numpy. Hot loops have
+//! AVX2+FMA versions picked at run time that give the same bits as the portable ones.
+//!
+//! A kernel object may be launched again once its previous launch has completed (never
+//! twice concurrently: it would race on its own output anyway). See the crate's README for
+//! the full API, aliasing rules and accuracy.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod busy;
+mod dtype;
+mod elementwise;
+mod error;
 mod fill;
+mod host;
+mod layout;
+pub mod math;
+mod matmul;
+mod movement;
+mod norm;
+pub mod plan;
+mod reduce;
+mod tensor;
+
+/// The `half` crate (f16/bf16 element types).
+pub use half;
 
 pub use busy::Busy;
+pub use dtype::{Bool8, DType, Elem};
+pub use elementwise::{axpy, binary, cast, copy, fill, unary, BinaryOp, Operand, Scalar, UnaryOp};
+pub use error::KernelArgError;
 pub use fill::{Fill, FillTarget};
+pub use host::{AlignedBuffer, HostTensor};
+pub use matmul::{gemm, matmul, matmul_out_shape, GemmArgs};
+pub use movement::{concat, permute, slice, transpose2d};
+pub use norm::{layer_norm, log_softmax, rms_norm, softmax};
+pub use reduce::{reduce, reduce_out_shape, ReduceOp};
+pub use tensor::{broadcast_shapes, contiguous_strides, normalize_axis, Keep, TensorView};
 
 use npurt_core::{BlockCtx, Kernel, KernelFault};
 use std::sync::{Arc, OnceLock};
+
+/// A validated kernel and its suggested block count: `stream.launch(kernel, blocks)`.
+pub type Launch = (Arc<dyn Kernel>, u32);
 
 /// A kernel that does nothing: measures launch and scheduling cost.
 pub struct Empty;
@@ -51,4 +100,20 @@ impl Kernel for Fault {
             Ok(())
         }
     }
+}
+
+/// Runs every block of a kernel on the calling thread, in index order (`reverse` runs them
+/// last to first), as a core would: for tests and host-side fallbacks. Stops at the first
+/// fault.
+pub fn run_inline(kernel: &dyn Kernel, blocks: u32, reverse: bool) -> Result<(), KernelFault> {
+    let blocks = blocks.max(1);
+    for i in 0..blocks {
+        let idx = if reverse { blocks - 1 - i } else { i };
+        kernel.run_block(BlockCtx {
+            block_idx: idx,
+            block_dim: blocks,
+            core_id: 0,
+        })?;
+    }
+    Ok(())
 }
