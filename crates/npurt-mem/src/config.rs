@@ -27,6 +27,11 @@ pub struct PoolConfig {
     pub gc_threshold: Option<f64>,
     /// `false`: a fixed pool that maps `capacity` once up front and never grows.
     pub grow: bool,
+    /// Segment size for large requests of at most 10 MiB. `None` (the default) maps
+    /// request-sized segments (rounded to 2 MiB): on the CPU a mapping costs microseconds,
+    /// and exact segments keep a dynamic-shape workload's reserved/peak ratio near 1.1
+    /// instead of 1.4. `Some(20 << 20)` gives torch's `kLargeBuffer` behaviour.
+    pub large_segment: Option<usize>,
     /// Device-synchronize hook (see [`SyncHook`]). Without one, the pool assumes that
     /// free blocks are idle whenever it unmaps them.
     pub sync_hook: Option<SyncHook>,
@@ -42,6 +47,7 @@ impl PoolConfig {
             max_split_size: usize::MAX,
             gc_threshold: None,
             grow: true,
+            large_segment: None,
             sync_hook: None,
         }
     }
@@ -56,6 +62,7 @@ impl std::fmt::Debug for PoolConfig {
             .field("max_split_size", &self.max_split_size)
             .field("gc_threshold", &self.gc_threshold)
             .field("grow", &self.grow)
+            .field("large_segment", &self.large_segment)
             .field("sync_hook", &self.sync_hook.is_some())
             .finish()
     }

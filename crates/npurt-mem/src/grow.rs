@@ -17,18 +17,14 @@ impl CachingPool {
         let used = st.reserved + st.in_flight;
         let preferred = if pool == SMALL {
             SMALL_BUFFER
-        } else if size <= MIN_LARGE_ALLOC {
-            LARGE_BUFFER
+        } else if size <= MIN_LARGE_ALLOC && self.large_segment.is_some() {
+            self.large_segment.unwrap_or(LARGE_BUFFER).max(size)
         } else {
             round_up(size, ROUND_LARGE).unwrap_or(usize::MAX)
         };
         // Small devices: fall back to tighter segments rather than failing.
         let tight = round_up(size, page_size()).unwrap_or(usize::MAX);
-        let candidates = [
-            preferred,
-            round_up(size, ROUND_LARGE).unwrap_or(usize::MAX),
-            tight,
-        ];
+        let candidates = [preferred, round_up(size, ROUND_LARGE).unwrap_or(usize::MAX), tight];
         if let Some(&s) = candidates
             .iter()
             .find(|&&s| used.checked_add(s).is_some_and(|t| t <= lim))
@@ -54,12 +50,7 @@ impl CachingPool {
     }
 
     #[cold]
-    pub(crate) fn alloc_slow(
-        &self,
-        size: usize,
-        requested: usize,
-        stream: u64,
-    ) -> Result<usize, MemError> {
+    pub(crate) fn alloc_slow(&self, size: usize, requested: usize, stream: u64) -> Result<usize, MemError> {
         let mut garbage: Vec<Segment> = Vec::new();
         let mut st = self.state.lock();
         let pool = st.pool_for(size);

@@ -13,7 +13,9 @@
 //!    segment whose fd can be exported to another process.
 //! 2. **Caching pool** ([`CachingPool`]): torch's CUDA/NPU caching-allocator rules:
 //!    512-byte rounding, a small pool (≤ 1 MiB, 2 MiB segments) and a large pool
-//!    (20 MiB segments up to 10 MiB, else 2 MiB-rounded), best fit, split, coalescing,
+//!    (request-sized segments rounded to 2 MiB by default — less fragmentation than torch's
+//!    20 MiB segments for requests up to 10 MiB, which `PoolConfig::large_segment`
+//!    restores), best fit, split, coalescing,
 //!    `max_split_size`, release of cached segments and retry before OutOfMemory, a
 //!    quota, `empty_cache`, gc threshold, torch-named statistics. Reserved bytes never
 //!    exceed the configured capacity. [`CachingPool::fixed`] is a pre-mapped pool that
@@ -103,8 +105,8 @@ pub use fence::{Completed, Fence};
 pub use host::HostAlloc;
 pub use info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot};
 pub use page::{
-    smaps_anon_huge_bytes, smaps_rss_bytes, thp_enabled, thp_mode, HugePageMode, PageKind,
-    PagePolicy, ThpMode, HUGEPAGES_ENV,
+    smaps_anon_huge_bytes, smaps_rss_bytes, thp_enabled, thp_mode, HugePageMode, PageKind, PagePolicy, ThpMode,
+    HUGEPAGES_ENV,
 };
 pub use pinned::{PinnedInfo, PinnedPool, PinnedStats};
 pub use pool::CachingPool;

@@ -22,6 +22,7 @@ pub struct CachingPool {
     pub(crate) huge_mode: Option<HugePageMode>,
     pub(crate) gc_threshold: Option<f64>,
     pub(crate) grow: bool,
+    pub(crate) large_segment: Option<usize>,
     pub(crate) hook: Option<SyncHook>,
 }
 
@@ -62,11 +63,7 @@ impl CachingPool {
                     reason: "fixed pool smaller than 512 bytes",
                 });
             }
-            let seg = Segment::map_with(
-                usable,
-                cfg.policy,
-                cfg.huge_mode.unwrap_or_else(HugePageMode::from_env),
-            )?;
+            let seg = Segment::map_with(usable, cfg.policy, cfg.huge_mode.unwrap_or_else(HugePageMode::from_env))?;
             let bi = st.add_segment(seg, usable, LARGE, true);
             st.insert_free(bi);
         }
@@ -77,6 +74,7 @@ impl CachingPool {
             huge_mode: cfg.huge_mode,
             gc_threshold: cfg.gc_threshold,
             grow: cfg.grow,
+            large_segment: cfg.large_segment,
             hook: cfg.sync_hook,
         })
     }
@@ -328,10 +326,7 @@ impl CachingPool {
         let st = self.state.lock();
         st.check()?;
         if st.reserved > self.capacity {
-            return Err(format!(
-                "reserved {} > capacity {}",
-                st.reserved, self.capacity
-            ));
+            return Err(format!("reserved {} > capacity {}", st.reserved, self.capacity));
         }
         Ok(())
     }

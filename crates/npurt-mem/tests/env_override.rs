@@ -11,37 +11,22 @@ fn env_override_switches_rungs() {
     let e = Segment::map(4 * MIB, PagePolicy::HugeOnly).unwrap_err();
     assert!(matches!(e, MemError::HugePagesUnavailable { .. }));
     assert_eq!(
-        Segment::map(4 * MIB, PagePolicy::HugeFirst)
-            .unwrap()
-            .page_kind(),
+        Segment::map(4 * MIB, PagePolicy::HugeFirst).unwrap().page_kind(),
         PageKind::Normal
     );
-    assert_eq!(
-        Segment::map_shared(4 * MIB).unwrap().page_kind(),
-        PageKind::Normal
-    );
-    let pool = CachingPool::new(PoolConfig::new(64 * MIB)).unwrap();
+    assert_eq!(Segment::map_shared(4 * MIB).unwrap().page_kind(), PageKind::Normal);
+    // torch-style 20 MiB large segments, so that `b` below shares `a`'s segment.
+    let pool = CachingPool::new(PoolConfig { large_segment: Some(20 * MIB), ..PoolConfig::new(64 * MIB) }).unwrap();
     let a = pool.alloc(5 * MIB, 0).unwrap();
     assert_eq!(pool.lookup(a).unwrap().page_kind, PageKind::Normal);
-    assert_eq!(
-        pool.stats().page_bytes_of(PageKind::Normal),
-        20 * MIB as u64
-    );
+    assert_eq!(pool.stats().page_bytes_of(PageKind::Normal), 20 * MIB as u64);
 
     std::env::set_var("NPURT_HUGEPAGES", "thp");
     let s = Segment::map(4 * MIB, PagePolicy::HugeFirst).unwrap();
-    let want = if thp_enabled() {
-        PageKind::Thp
-    } else {
-        PageKind::Normal
-    };
+    let want = if thp_enabled() { PageKind::Thp } else { PageKind::Normal };
     assert_eq!(s.page_kind(), want);
     let b = pool.alloc(5 * MIB + 1, 0).unwrap();
-    assert_eq!(
-        pool.lookup(b).unwrap().page_kind,
-        PageKind::Normal,
-        "same segment as a"
-    );
+    assert_eq!(pool.lookup(b).unwrap().page_kind, PageKind::Normal, "same segment as a");
     let c = pool.alloc(30 * MIB, 0).unwrap();
     assert_eq!(pool.lookup(c).unwrap().page_kind, want);
 

@@ -2,11 +2,10 @@
 //! 3x640x640, 3x480x480) for 10,000 steps with a few long-lived buffers. Reports
 //! peak reserved / peak allocated, with no OOM while the device has room.
 //!
-//! The ratio measured here is about 1.39: the working set (~50 MiB) is small against
-//! torch's 20 MiB large-pool segments and 2 MiB small-pool segments, so segment
-//! granularity dominates (these are torch's rules; nothing here is specific to npurt). The
-//! 1.25 target would need expandable segments. The assertion below is only a
-//! regression guard.
+//! With torch's 20 MiB large-pool segments the ratio is about 1.39: the working set
+//! (~50 MiB) is small against the segment size, so segment granularity dominates. npurt's
+//! default maps request-sized large segments (mappings are cheap on the CPU) and gets about
+//! 1.13, within the 1.25 target, which the test asserts.
 
 use npurt_mem::{CachingPool, PagePolicy, PoolConfig};
 
@@ -49,8 +48,7 @@ fn replay(pool: &CachingPool, steps: usize, seed: u64) -> (u64, u64) {
         // The output outlives the step (e.g. kept for post-processing) for a while.
         carry.push(live.pop().unwrap());
         if carry.len() > 2 {
-            pool.free(carry.remove(rng.below(carry.len())), vec![])
-                .unwrap();
+            pool.free(carry.remove(rng.below(carry.len())), vec![]).unwrap();
         }
         while !live.is_empty() {
             let victim = rng.below(live.len());
@@ -88,8 +86,8 @@ fn dynamic_shapes_fragmentation() {
     );
     assert_eq!(s.num_ooms, 0);
     assert!(
-        ratio <= 1.6,
-        "reserved/allocated peak ratio {ratio:.3} regressed (was 1.39)"
+        ratio <= 1.25,
+        "reserved/allocated peak ratio {ratio:.3} is above the 1.25 target (expected about 1.13)"
     );
 }
 

@@ -11,7 +11,7 @@ const MIB: usize = 1 << 20;
 fn pool(capacity: usize) -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        ..PoolConfig::new(capacity)
+        large_segment: Some(20 << 20), ..PoolConfig::new(capacity)
     })
     .unwrap()
 }
@@ -76,10 +76,7 @@ fn releases_cached_segments_before_oom() {
     assert_eq!(p.reserved_bytes(), 20 * MIB);
     let b = p.alloc(30 * MIB, 0).unwrap();
     let s = p.stats();
-    assert_eq!(
-        (s.num_alloc_retries, s.num_ooms, s.num_device_free),
-        (1, 0, 1)
-    );
+    assert_eq!((s.num_alloc_retries, s.num_ooms, s.num_device_free), (1, 0, 1));
     assert_eq!(p.reserved_bytes(), 30 * MIB);
     p.free(b, vec![]).unwrap();
 }
@@ -146,7 +143,7 @@ fn max_split_size_rules() {
     let cfg = PoolConfig {
         policy: PagePolicy::NormalOnly,
         max_split_size: 32 * MIB,
-        ..PoolConfig::new(1 << 30)
+        large_segment: Some(20 << 20), ..PoolConfig::new(1 << 30)
     };
     let p = CachingPool::new(cfg).unwrap();
     let big = p.alloc(40 * MIB, 0).unwrap();
@@ -169,7 +166,7 @@ fn gc_threshold_releases_cached_segments() {
     let cfg = PoolConfig {
         policy: PagePolicy::NormalOnly,
         gc_threshold: Some(0.5),
-        ..PoolConfig::new(100 * MIB)
+        large_segment: Some(20 << 20), ..PoolConfig::new(100 * MIB)
     };
     let p = CachingPool::new(cfg).unwrap();
     let xs: Vec<usize> = (0..3).map(|_| p.alloc(20 * MIB, 0).unwrap()).collect();
@@ -184,7 +181,7 @@ fn gc_threshold_releases_cached_segments() {
     p.free(y, vec![]).unwrap();
     assert!(CachingPool::new(PoolConfig {
         gc_threshold: Some(1.5),
-        ..PoolConfig::new(MIB)
+        large_segment: Some(20 << 20), ..PoolConfig::new(MIB)
     })
     .is_err());
 }
@@ -199,7 +196,7 @@ fn sync_hook_runs_before_releasing() {
     let cfg = PoolConfig {
         policy: PagePolicy::NormalOnly,
         sync_hook: Some(hook),
-        ..PoolConfig::new(40 * MIB)
+        large_segment: Some(20 << 20), ..PoolConfig::new(40 * MIB)
     };
     let p = CachingPool::new(cfg).unwrap();
     let a = p.alloc(5 * MIB, 3).unwrap();

@@ -8,7 +8,7 @@ const MIB: usize = 1 << 20;
 fn pool(capacity: usize) -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        ..PoolConfig::new(capacity)
+        large_segment: Some(20 << 20), ..PoolConfig::new(capacity)
     })
     .unwrap()
 }
@@ -33,10 +33,7 @@ fn alloc_free_reuse_and_lookup() {
         (a, 1000, 1024, 100)
     );
     assert_eq!(info.page_kind, PageKind::Normal);
-    assert!(
-        p.lookup(a + 1024).is_none(),
-        "past the block (free remainder)"
-    );
+    assert!(p.lookup(a + 1024).is_none(), "past the block (free remainder)");
     p.free(a, vec![]).unwrap();
     assert!(p.lookup(a).is_none());
     assert_eq!(p.alloc(1000, 0).unwrap(), a, "cached block reused");
@@ -85,11 +82,7 @@ fn best_fit() {
     assert_eq!(p.alloc(3000, 0).unwrap(), holes[0]);
     let big = p.alloc(5000, 0).unwrap();
     assert_eq!(big, holes[2]);
-    assert_eq!(
-        p.lookup(big).unwrap().allocated_size,
-        5120,
-        "split off the 8 KiB hole"
-    );
+    assert_eq!(p.lookup(big).unwrap().allocated_size, 5120, "split off the 8 KiB hole");
     p.debug_check().unwrap();
 }
 
@@ -153,11 +146,7 @@ fn stats_add_up() {
     let b = p.alloc(3 * MIB, 1).unwrap();
     let c = p.alloc_acl(1000, 2).unwrap();
     let s = p.stats();
-    let (all, small, large) = (
-        s.allocated_bytes[0],
-        s.allocated_bytes[1],
-        s.allocated_bytes[2],
-    );
+    let (all, small, large) = (s.allocated_bytes[0], s.allocated_bytes[1], s.allocated_bytes[2]);
     assert_eq!(small.current, 512 + 1536);
     assert_eq!(large.current, 3 * MIB as u64);
     assert_eq!(all.current, small.current + large.current);
@@ -165,10 +154,7 @@ fn stats_add_up() {
     assert_eq!(s.allocation[0].current, 3);
     assert_eq!(s.active_bytes[0].current, all.current);
     assert_eq!(s.reserved_bytes[0].current, 22 * MIB as u64);
-    assert_eq!(
-        s.page_bytes.iter().sum::<u64>(),
-        s.reserved_bytes[0].current
-    );
+    assert_eq!(s.page_bytes.iter().sum::<u64>(), s.reserved_bytes[0].current);
     p.free(b, vec![]).unwrap();
     let s = p.stats();
     assert_eq!(
@@ -214,29 +200,14 @@ fn bad_pointers_and_sizes_are_typed_errors() {
     let a = p.alloc(4096, 0).unwrap();
     let b = p.alloc(4096, 0).unwrap();
     let e = p.free(a + 512, vec![]).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            MemError::InvalidPointer {
-                during_free: true,
-                ..
-            }
-        ),
-        "{e}"
-    );
+    assert!(matches!(e, MemError::InvalidPointer { during_free: true, .. }), "{e}");
     assert_eq!(e.code(), 207_002);
     assert_eq!(e.not_during_free().code(), 107_000);
     p.free(a, vec![]).unwrap();
-    assert!(matches!(
-        p.free(a, vec![]),
-        Err(MemError::DoubleFree { .. })
-    ));
+    assert!(matches!(p.free(a, vec![]), Err(MemError::DoubleFree { .. })));
     p.free(b, vec![]).unwrap();
     // a and b coalesced: a + 4096 is now inside a free block.
-    assert!(matches!(
-        p.free(b, vec![]),
-        Err(MemError::DoubleFree { .. })
-    ));
+    assert!(matches!(p.free(b, vec![]), Err(MemError::DoubleFree { .. })));
     let x = 0u64;
     let unknown = &x as *const u64 as usize;
     let e = p.free(unknown, vec![]).unwrap_err();
@@ -254,10 +225,7 @@ fn bad_pointers_and_sizes_are_typed_errors() {
         p.alloc(isize::MAX as usize - 4096, 0),
         Err(MemError::OutOfMemory { .. })
     ));
-    assert!(matches!(
-        p.alloc(1, u64::MAX),
-        Err(MemError::InvalidStream { .. })
-    ));
+    assert!(matches!(p.alloc(1, u64::MAX), Err(MemError::InvalidStream { .. })));
     let other = pool(64 * MIB);
     let o = other.alloc(512, 0).unwrap();
     assert!(p.free(o, vec![]).is_err(), "pointer of another pool");
@@ -271,10 +239,7 @@ fn acl_padding() {
     let a = p.alloc_acl(480, 0).unwrap();
     let b = p.alloc_acl(481, 0).unwrap();
     assert_eq!(
-        (
-            p.lookup(a).unwrap().allocated_size,
-            p.lookup(a).unwrap().size
-        ),
+        (p.lookup(a).unwrap().allocated_size, p.lookup(a).unwrap().size),
         (512, 480)
     );
     assert_eq!(p.lookup(b).unwrap().allocated_size, 1024);

@@ -10,7 +10,7 @@ const MIB: usize = 1 << 20;
 fn pool() -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        ..PoolConfig::new(1 << 30)
+        large_segment: Some(20 << 20), ..PoolConfig::new(1 << 30)
     })
     .unwrap()
 }
@@ -28,18 +28,11 @@ fn same_stream_reuses_at_once_other_streams_wait_for_idle() {
     let _separator = p.alloc(4096, 1).unwrap();
     p.free(a, vec![]).unwrap();
     let b = p.alloc(4096, 2).unwrap();
-    assert_ne!(
-        b, a,
-        "stream 2 must not take a block stream 1 may still use"
-    );
+    assert_ne!(b, a, "stream 2 must not take a block stream 1 may still use");
     assert_eq!(p.alloc(4096, 1).unwrap(), a, "stream 1 reuses it at once");
     p.free(a, vec![]).unwrap();
     p.mark_stream_idle(1);
-    assert_eq!(
-        p.alloc(4096, 3).unwrap(),
-        a,
-        "idle blocks serve every stream"
-    );
+    assert_eq!(p.alloc(4096, 3).unwrap(), a, "idle blocks serve every stream");
     assert_eq!(p.lookup(a).unwrap().stream, 3);
     p.debug_check().unwrap();
 }
@@ -50,21 +43,11 @@ fn fenced_block_is_not_reused_until_the_fence_completes() {
     let a = p.alloc(3 * MIB, 1).unwrap();
     let (f, fences) = flag();
     p.free(a, fences).unwrap();
-    assert!(
-        p.lookup(a).is_none(),
-        "freed from the caller's point of view"
-    );
-    assert!(matches!(
-        p.free(a, vec![]),
-        Err(MemError::DoubleFree { .. })
-    ));
+    assert!(p.lookup(a).is_none(), "freed from the caller's point of view");
+    assert!(matches!(p.free(a, vec![]), Err(MemError::DoubleFree { .. })));
     let s = p.stats();
     assert_eq!((s.pending_frees, s.allocated_bytes[0].current), (1, 0));
-    assert_eq!(
-        s.active_bytes[0].current,
-        3 * MIB as u64,
-        "pending blocks stay active"
-    );
+    assert_eq!(s.active_bytes[0].current, 3 * MIB as u64, "pending blocks stay active");
     let b = p.alloc(3 * MIB, 1).unwrap();
     assert_ne!(b, a, "not handed out while the fence is pending");
     assert_eq!(p.process_pending(), 1);
@@ -110,16 +93,13 @@ fn completed_fences_free_immediately() {
 fn pending_blocks_complete_on_the_oom_path() {
     let p = CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        ..PoolConfig::new(20 * MIB)
+        large_segment: Some(20 << 20), ..PoolConfig::new(20 * MIB)
     })
     .unwrap();
     let a = p.alloc(12 * MIB, 1).unwrap();
     let (f, fences) = flag();
     p.free(a, fences).unwrap();
-    assert!(matches!(
-        p.alloc(12 * MIB, 1),
-        Err(MemError::OutOfMemory { .. })
-    ));
+    assert!(matches!(p.alloc(12 * MIB, 1), Err(MemError::OutOfMemory { .. })));
     f.store(true, Ordering::Release);
     assert_eq!(p.alloc(12 * MIB, 1).unwrap(), a);
 }
@@ -142,11 +122,7 @@ fn mark_all_idle_coalesces_across_streams() {
     };
     assert_eq!(frees(&p), 4 + 1);
     p.mark_all_idle();
-    assert_eq!(
-        frees(&p),
-        2,
-        "four stream blocks + nothing, and the segment tail"
-    );
+    assert_eq!(frees(&p), 2, "four stream blocks + nothing, and the segment tail");
     assert_eq!(p.alloc(4 * 4096, 7).unwrap(), xs[0]);
     p.free(keep, vec![]).unwrap();
     p.debug_check().unwrap();
