@@ -8,6 +8,12 @@ use std::time::Duration;
 
 /// An integer argument (bools refused), range-checked.
 pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, min: i64, max: i64) -> PyResult<i64> {
+    // Fast path: a plain int in range.
+    if let Ok(Ok(v)) = obj.cast_exact::<PyInt>().map(|i| i.extract::<i64>()) {
+        if (min..=max).contains(&v) {
+            return Ok(v);
+        }
+    }
     // ints and objects with __index__ (numpy integers); never bools or floats
     if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyInt>() || obj.hasattr("__index__")?) {
         return Err(type_error(format!("{name} must be an int, not {}", type_name(obj))));
