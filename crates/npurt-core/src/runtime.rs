@@ -181,7 +181,9 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
         // thread (the last reset came from a host callback or a kernel).
         std::thread::Builder::new()
             .name(format!("npurt-teardown-{id}"))
-            .spawn(move || drop(d.teardown(force)))
+            .spawn(move || {
+                let _report = d.teardown(force); // nobody to warn from a runtime thread
+            })
             .map_err(|e| DeviceError::Spawn { device: id as u32, reason: e.to_string() })?;
         return Ok(None);
     }

@@ -115,7 +115,7 @@ impl DeviceShared {
     /// lowest level so low-priority streams cannot starve.
     fn pop_ready(&self, picks: &mut u32) -> Option<Arc<StreamInner>> {
         *picks = picks.wrapping_add(1);
-        if *picks % 8 == 0 {
+        if picks.is_multiple_of(8) {
             self.ready.iter().rev().find_map(|q| q.pop())
         } else {
             self.ready.iter().find_map(|q| q.pop())

@@ -100,7 +100,7 @@ impl Worker {
                 return Some(w);
             }
             i = i.wrapping_add(1);
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 if Instant::now() >= deadline || self.dev.shutdown.load(Acquire) {
                     return None;
                 }
