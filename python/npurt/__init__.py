@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import atexit as _atexit
 
-from . import _npurt, kernels, memory
+from . import _npurt, array, kernels, memory
+from .array import *  # noqa: F403
+from .array import DeviceArray, to_device
 from .context import Context
 from .device import (
     Device,
@@ -55,7 +57,7 @@ from .stream import Stream, current_stream, default_stream, stream
 
 __version__ = _npurt.__version__
 
-__all__ = [
+__all__ = array.__all__ + [
     "Context",
     "Device",
     "DeviceBuffer",

@@ -29,6 +29,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod busy;
+pub mod device;
 mod dtype;
 mod elementwise;
 mod error;
@@ -47,6 +48,7 @@ mod tensor;
 pub use half;
 
 pub use busy::Busy;
+pub use device::{ArrayError, DeviceArray};
 pub use dtype::{Bool8, DType, Elem};
 pub use elementwise::{axpy, binary, cast, copy, fill, unary, BinaryOp, Operand, Scalar, UnaryOp};
 pub use error::KernelArgError;

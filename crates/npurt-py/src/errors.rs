@@ -63,3 +63,21 @@ impl<T> IntoPy<T> for Result<T, Error> {
         self.map_err(to_py)
     }
 }
+
+/// A kernel argument error: dtype problems are `npurt.InvalidTypeError`, everything else
+/// `npurt.InvalidValueError`; both ACL 107000.
+pub(crate) fn kernel_arg(e: npurt_kernels::KernelArgError) -> PyErr {
+    use npurt_kernels::KernelArgError as K;
+    match e {
+        K::DTypeMismatch { .. } | K::UnsupportedDType { .. } => type_error(e.to_string()),
+        other => value_error(other.to_string()),
+    }
+}
+
+/// An array operation error (runtime or kernel argument).
+pub(crate) fn array_err(e: npurt_kernels::ArrayError) -> PyErr {
+    match e {
+        npurt_kernels::ArrayError::Core(e) => to_py(e),
+        npurt_kernels::ArrayError::Arg(e) => kernel_arg(e),
+    }
+}

@@ -3,6 +3,7 @@
 //! it holds no runtime logic.
 
 mod args;
+mod array;
 mod context;
 mod copy;
 mod device;
@@ -135,5 +136,19 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memstats::get_per_process_memory_fraction, m)?)?;
     m.add_function(wrap_pyfunction!(memstats::host_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(memstats::host_empty_cache, m)?)?;
+    m.add_class::<array::PyArray>()?;
+    m.add_function(wrap_pyfunction!(array::_empty, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_unary, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_binary, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_cast, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_copy, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_fill, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_axpy, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_norm, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_matmul_shape, m)?)?;
+    m.add_function(wrap_pyfunction!(array::_concat, m)?)?;
     Ok(())
 }
