@@ -140,7 +140,10 @@ impl Config {
             return bad(format!("device_count must be 1..=64, got {}", self.device_count));
         }
         if self.device_memory < (1 << 20) {
-            return bad(format!("device_memory must be at least 1 MiB, got {}", self.device_memory));
+            return bad(format!(
+                "device_memory must be at least 1 MiB, got {}",
+                self.device_memory
+            ));
         }
         if self.aicore_num == 0 || self.aicore_num > 1024 {
             return bad(format!("aicore_num must be 1..=1024, got {}", self.aicore_num));
@@ -149,11 +152,17 @@ impl Config {
             return bad(format!("worker_threads must be 1..=1024, got {}", self.worker_threads));
         }
         if !(2..=1 << 20).contains(&self.stream_queue_depth) {
-            return bad(format!("stream_queue_depth must be 2..=1048576, got {}", self.stream_queue_depth));
+            return bad(format!(
+                "stream_queue_depth must be 2..=1048576, got {}",
+                self.stream_queue_depth
+            ));
         }
         if let Some(v) = &self.visible_devices {
             if let Some(&bad_id) = v.iter().find(|&&id| id >= self.device_count) {
-                return bad(format!("visible device {bad_id} does not exist ({} devices)", self.device_count));
+                return bad(format!(
+                    "visible device {bad_id} does not exist ({} devices)",
+                    self.device_count
+                ));
             }
             if v.windows(2).any(|w| w[0] >= w[1]) {
                 return bad("visible_devices must be strictly ascending".to_string());
@@ -164,7 +173,9 @@ impl Config {
 
     /// Physical ids in logical order.
     pub fn visible(&self) -> Vec<u32> {
-        self.visible_devices.clone().unwrap_or_else(|| (0..self.device_count).collect())
+        self.visible_devices
+            .clone()
+            .unwrap_or_else(|| (0..self.device_count).collect())
     }
 
     pub(crate) fn exec(&self) -> ExecConfig {

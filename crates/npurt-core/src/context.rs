@@ -176,7 +176,13 @@ impl Context {
         if !(0..=LOWEST_PRIORITY as i64).contains(&priority) {
             return Err(crate::error::StreamError::Priority(priority).into());
         }
-        let s = StreamInner::new(self.0.dev.clone(), Arc::downgrade(&self.0), self.0.id, priority as u8, false);
+        let s = StreamInner::new(
+            self.0.dev.clone(),
+            Arc::downgrade(&self.0),
+            self.0.id,
+            priority as u8,
+            false,
+        );
         self.0.streams.lock().push(s.clone());
         crate::stream::count_user_streams(1);
         Ok(Stream(s))
@@ -194,7 +200,11 @@ impl Context {
         self.0.check()?;
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         if !self.0.wait_all(deadline) {
-            return Err(DeviceError::SyncTimeout { device: self.0.device, secs: timeout.map_or(0.0, |t| t.as_secs_f64()) }.into());
+            return Err(DeviceError::SyncTimeout {
+                device: self.0.device,
+                secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
+            }
+            .into());
         }
         self.0.first_error()
     }
@@ -202,7 +212,9 @@ impl Context {
     /// Destroys an explicit context: waits for its streams, then releases them.
     pub fn destroy(&self) -> Result<()> {
         if !self.0.explicit {
-            return Err(Error::invalid("a device's default context is released by resetting the device"));
+            return Err(Error::invalid(
+                "a device's default context is released by resetting the device",
+            ));
         }
         crate::executor::forbid_runtime_thread("destroy a context")?;
         self.0.check()?;

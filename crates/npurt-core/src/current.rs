@@ -24,7 +24,12 @@ thread_local! {
 
 /// Makes `ctx` current until the matching [`pop_context`].
 pub fn push_context(ctx: &Context) {
-    CTX.with(|c| c.borrow_mut().push(Entry { ctx: ctx.0.clone(), implicit: false }));
+    CTX.with(|c| {
+        c.borrow_mut().push(Entry {
+            ctx: ctx.0.clone(),
+            implicit: false,
+        })
+    });
 }
 
 /// Restores the context that was current before the last [`push_context`].
@@ -37,7 +42,10 @@ pub fn set_current_context(ctx: &Context) {
     CTX.with(|c| {
         let mut v = c.borrow_mut();
         v.pop();
-        v.push(Entry { ctx: ctx.0.clone(), implicit: false });
+        v.push(Entry {
+            ctx: ctx.0.clone(),
+            implicit: false,
+        });
     });
 }
 
@@ -70,7 +78,10 @@ pub fn current_context() -> Result<Context> {
                     v.pop();
                 }
                 if v.is_empty() {
-                    v.push(Entry { ctx: ctx.0.clone(), implicit: true });
+                    v.push(Entry {
+                        ctx: ctx.0.clone(),
+                        implicit: true,
+                    });
                 }
             });
             Ok(ctx)
@@ -89,7 +100,12 @@ pub fn push_stream(s: &Stream) -> Result<()> {
     s.0.check_usable()?;
     let ctx = current_context()?;
     if ctx.id() != s.context_id() {
-        return Err(DeviceError::WrongDevice { what: "stream", owner: s.device(), current: ctx.device() }.into());
+        return Err(DeviceError::WrongDevice {
+            what: "stream",
+            owner: s.device(),
+            current: ctx.device(),
+        }
+        .into());
     }
     STREAMS.with(|v| v.borrow_mut().push(s.0.clone()));
     Ok(())

@@ -75,7 +75,11 @@ pub enum DeviceError {
     #[error("no device or context is set on this thread (call set_device or enter a Device)")]
     NoContext,
     #[error("{what} belongs to device {owner}, but the current device is {current}")]
-    WrongDevice { what: &'static str, owner: u32, current: u32 },
+    WrongDevice {
+        what: &'static str,
+        owner: u32,
+        current: u32,
+    },
     #[error("invalid configuration: {0}")]
     Config(String),
     #[error("the runtime is already initialised; configure() must be called before the first device is used")]
@@ -157,9 +161,18 @@ impl StreamError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TaskError {
     #[error("kernel '{kernel}' failed in block {block}/{blocks}: {message}")]
-    Kernel { kernel: String, block: u32, blocks: u32, message: String },
+    Kernel {
+        kernel: String,
+        block: u32,
+        blocks: u32,
+        message: String,
+    },
     #[error("kernel '{kernel}' panicked in block {block}: {message}")]
-    Panic { kernel: String, block: u32, message: String },
+    Panic {
+        kernel: String,
+        block: u32,
+        message: String,
+    },
     #[error("host callback failed: {0}")]
     HostCallback(String),
     #[error("copy failed: {0}")]
@@ -220,7 +233,13 @@ pub enum BufferError {
     #[error("memory pool {id} was destroyed; it can no longer allocate")]
     PoolDestroyed { id: u64 },
     #[error("{op}: {nbytes} bytes at offset {offset} exceed the {side} ({capacity} bytes)")]
-    OutOfRange { op: &'static str, side: &'static str, nbytes: usize, offset: usize, capacity: usize },
+    OutOfRange {
+        op: &'static str,
+        side: &'static str,
+        nbytes: usize,
+        offset: usize,
+        capacity: usize,
+    },
     #[error("{op}: the byte count must be > 0")]
     ZeroSize { op: &'static str },
 }
@@ -270,7 +289,10 @@ impl Error {
             Error::Device(e) => e.code(),
             Error::Stream(e) => e.code(),
             Error::Event(e) => e.code(),
-            Error::Mem(e) => AclCode { code: e.code(), name: e.name() },
+            Error::Mem(e) => AclCode {
+                code: e.code(),
+                name: e.name(),
+            },
             Error::Buffer(e) => e.code(),
             Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
         }
@@ -317,7 +339,12 @@ mod tests {
         assert_eq!((e.acl().code, e.kind()), (507046, ErrorKind::Timeout));
         let e: Error = EventError::SyncTimeout { secs: 0.1 }.into();
         assert_eq!(e.acl().name, "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT");
-        let t = TaskError::Kernel { kernel: "k".into(), block: 1, blocks: 2, message: "boom".into() };
+        let t = TaskError::Kernel {
+            kernel: "k".into(),
+            block: 1,
+            blocks: 2,
+            message: "boom".into(),
+        };
         let e: Error = StreamError::TaskFailed { stream: 3, source: t }.into();
         assert_eq!((e.acl().code, e.kind()), (507015, ErrorKind::TaskFailed));
     }

@@ -56,7 +56,11 @@ impl Event {
     pub(crate) fn new(dev: Arc<DeviceShared>, timing: bool) -> Self {
         LIVE_EVENTS.fetch_add(1, Relaxed);
         dev.live_events.fetch_add(1, Relaxed);
-        Event(Arc::new(EventInner { timing, dev, point: Mutex::new(None) }))
+        Event(Arc::new(EventInner {
+            timing,
+            dev,
+            point: Mutex::new(None),
+        }))
     }
 
     pub fn timing(&self) -> bool {
@@ -80,9 +84,17 @@ impl Event {
         let point = if self.0.timing {
             let stamp = Arc::new(AtomicU64::new(0));
             let target = stream.record_timing(stamp.clone())?;
-            Point { stream: stream.0.clone(), target, stamp: Some(stamp) }
+            Point {
+                stream: stream.0.clone(),
+                target,
+                stamp: Some(stamp),
+            }
         } else {
-            Point { stream: stream.0.clone(), target: stream.submitted(), stamp: None }
+            Point {
+                stream: stream.0.clone(),
+                target: stream.submitted(),
+                stamp: None,
+            }
         };
         *self.0.point.lock() = Some(point);
         Ok(())
@@ -105,10 +117,15 @@ impl Event {
     /// Waits for the recorded work, up to `timeout`.
     pub fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
         crate::executor::forbid_runtime_thread("synchronize an event")?;
-        let Some((stream, target)) = self.point()? else { return Ok(()) };
+        let Some((stream, target)) = self.point()? else {
+            return Ok(());
+        };
         let deadline = timeout.map(|t| Instant::now() + t);
         if !stream.timeline.wait_for(target, deadline, stream.dev.spin_iters) {
-            return Err(EventError::SyncTimeout { secs: timeout.map_or(0.0, |t| t.as_secs_f64()) }.into());
+            return Err(EventError::SyncTimeout {
+                secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
+            }
+            .into());
         }
         Ok(())
     }

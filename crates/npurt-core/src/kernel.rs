@@ -69,7 +69,12 @@ mod tests {
             for dim in [1u32, 2, 3, 8, 13] {
                 let mut next = 0;
                 for idx in 0..dim {
-                    let (s, e) = BlockCtx { block_idx: idx, block_dim: dim, core_id: 0 }.split(len);
+                    let (s, e) = BlockCtx {
+                        block_idx: idx,
+                        block_dim: dim,
+                        core_id: 0,
+                    }
+                    .split(len);
                     assert_eq!(s, next);
                     assert!(e >= s && e - s <= len / dim as usize + 1);
                     next = e;

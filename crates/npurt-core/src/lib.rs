@@ -61,5 +61,9 @@ pub use task::{Engine, EngineOp};
 
 /// Objects alive in this process: (user streams, events, contexts) — for leak checks.
 pub fn live_counts() -> (usize, usize, usize) {
-    (stream::live_user_streams(), event::live_events(), context::live_contexts())
+    (
+        stream::live_user_streams(),
+        event::live_events(),
+        context::live_contexts(),
+    )
 }

@@ -44,7 +44,10 @@ impl<T> TaskQueue<T> {
     pub(crate) fn new(capacity: usize) -> Self {
         let cap = capacity.max(2).next_power_of_two();
         let slots = (0..cap as u64)
-            .map(|i| Slot { stamp: AtomicU64::new(i), value: UnsafeCell::new(MaybeUninit::uninit()) })
+            .map(|i| Slot {
+                stamp: AtomicU64::new(i),
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+            })
             .collect::<Vec<_>>()
             .into_boxed_slice();
         Self {

@@ -37,7 +37,11 @@ pub fn configure(cfg: Config) -> Result<()> {
     cfg.validate()?;
     let mut pending = PENDING.lock();
     if let Some(rt) = RUNTIME.get() {
-        return if rt.config == cfg { Ok(()) } else { Err(DeviceError::AlreadyInitialized.into()) };
+        return if rt.config == cfg {
+            Ok(())
+        } else {
+            Err(DeviceError::AlreadyInitialized.into())
+        };
     }
     *pending = Some(cfg);
     Ok(())
@@ -71,7 +75,11 @@ fn runtime() -> Result<&'static Runtime> {
         .enumerate()
         .map(|(logical, physical)| Slot {
             props: DeviceProps::new(logical as u32, physical, &config),
-            state: Mutex::new(SlotState { refs: 0, implicit: false, dev: None }),
+            state: Mutex::new(SlotState {
+                refs: 0,
+                implicit: false,
+                dev: None,
+            }),
         })
         .collect();
     let _ = RUNTIME.set(Runtime { config, slots });
@@ -184,7 +192,10 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
             .spawn(move || {
                 let _report = d.teardown(force); // nobody to warn from a runtime thread
             })
-            .map_err(|e| DeviceError::Spawn { device: id as u32, reason: e.to_string() })?;
+            .map_err(|e| DeviceError::Spawn {
+                device: id as u32,
+                reason: e.to_string(),
+            })?;
         return Ok(None);
     }
     Ok(Some(d.teardown(force)))

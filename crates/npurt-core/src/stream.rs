@@ -103,7 +103,11 @@ impl StreamInner {
     fn sticky(&self) -> Result<()> {
         if self.failed.load(Acquire) {
             if let Some(e) = self.error.lock().clone() {
-                return Err(StreamError::TaskFailed { stream: self.id, source: e }.into());
+                return Err(StreamError::TaskFailed {
+                    stream: self.id,
+                    source: e,
+                }
+                .into());
             }
         }
         Ok(())
@@ -148,7 +152,11 @@ impl StreamInner {
     }
 
     pub(crate) fn task(&self, op: Op) -> Task {
-        let submit_ns = if self.dev.profiler.enabled() { crate::clock::now_ns() } else { 0 };
+        let submit_ns = if self.dev.profiler.enabled() {
+            crate::clock::now_ns()
+        } else {
+            0
+        };
         Task { op, submit_ns }
     }
 
@@ -171,7 +179,9 @@ impl StreamInner {
 
     /// Marks the stream destroyed (`force`: also drop its queued work).
     pub(crate) fn retire(&self, force: bool) {
-        let _ = self.status.compare_exchange(ALIVE, if force { ABORTED } else { DESTROYED }, AcqRel, Acquire);
+        let _ = self
+            .status
+            .compare_exchange(ALIVE, if force { ABORTED } else { DESTROYED }, AcqRel, Acquire);
     }
 }
 
@@ -188,7 +198,11 @@ impl Eq for Stream {}
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Stream(id={}, device={}, priority={})", self.0.id, self.0.dev.ordinal, self.0.priority)
+        write!(
+            f,
+            "Stream(id={}, device={}, priority={})",
+            self.0.id, self.0.dev.ordinal, self.0.priority
+        )
     }
 }
 
@@ -225,7 +239,9 @@ impl Stream {
     #[inline]
     pub fn try_launch(&self, kernel: Arc<dyn Kernel>, blocks: u32) -> Result<std::result::Result<u64, Pending>> {
         if blocks == 0 || blocks > MAX_BLOCKS {
-            return Err(Error::invalid(format!("block count {blocks} is out of range 1..={MAX_BLOCKS}")));
+            return Err(Error::invalid(format!(
+                "block count {blocks} is out of range 1..={MAX_BLOCKS}"
+            )));
         }
         self.try_op(Op::Kernel { kernel, blocks })
     }
@@ -319,7 +335,11 @@ impl Stream {
         self.0.check_usable()?;
         if !self.0.wait_all(timeout) {
             let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
-            return Err(StreamError::SyncTimeout { stream: self.0.id, secs }.into());
+            return Err(StreamError::SyncTimeout {
+                stream: self.0.id,
+                secs,
+            }
+            .into());
         }
         self.0.check_usable()
     }

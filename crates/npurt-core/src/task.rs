@@ -26,7 +26,11 @@ pub(crate) enum Op {
     Record(Arc<AtomicU64>),
     /// Block this stream until `on` has completed `target` tasks (or, with a timeout, fail
     /// the stream with a wait timeout once it passes).
-    Wait { on: Arc<StreamInner>, target: u64, timeout: Option<std::time::Duration> },
+    Wait {
+        on: Arc<StreamInner>,
+        target: u64,
+        timeout: Option<std::time::Duration>,
+    },
     /// Run on an engine thread.
     Engine(Engine, EngineOp),
 }

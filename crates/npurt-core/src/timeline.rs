@@ -9,7 +9,7 @@
 //! word, so completer and waiter are totally ordered on it and no wake-up is lost (this is
 //! what the loom model below checks).
 
-use crate::sync::{lock, AtomicBool, AtomicU64, Arc, Mutex};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Mutex};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::time::Instant;
 
@@ -52,7 +52,10 @@ pub(crate) enum Registered {
 
 impl Timeline {
     pub(crate) fn new() -> Self {
-        Self { word: AtomicU64::new(0), waiters: Mutex::new(Vec::new()) }
+        Self {
+            word: AtomicU64::new(0),
+            waiters: Mutex::new(Vec::new()),
+        }
     }
 
     /// Tasks completed so far.
@@ -172,7 +175,10 @@ impl ThreadWaiter {
         let thread = std::thread::current();
         #[cfg(loom)]
         let thread = loom::thread::current();
-        Self { notified: AtomicBool::new(false), thread }
+        Self {
+            notified: AtomicBool::new(false),
+            thread,
+        }
     }
 
     fn is_notified(&self) -> bool {
@@ -238,16 +244,22 @@ mod tests {
         let hits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         for target in [3u64, 1, 2] {
             let h = hits.clone();
-            let r = t.register(target, Wake::Resume(Box::new(move || {
-                h.fetch_add(target, std::sync::atomic::Ordering::SeqCst);
-            })));
+            let r = t.register(
+                target,
+                Wake::Resume(Box::new(move || {
+                    h.fetch_add(target, std::sync::atomic::Ordering::SeqCst);
+                })),
+            );
             assert!(matches!(r, Registered::Queued));
         }
         t.advance(1);
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
         t.advance(2);
         assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 6);
-        assert!(matches!(t.register(2, Wake::Resume(Box::new(|| {}))), Registered::AlreadyDone(_)));
+        assert!(matches!(
+            t.register(2, Wake::Resume(Box::new(|| {}))),
+            Registered::AlreadyDone(_)
+        ));
     }
 }
 
@@ -265,9 +277,12 @@ mod loom_tests {
             let t2 = t.clone();
             let completer = thread::spawn(move || t2.advance(1));
             let f = fired.clone();
-            match t.register(1, Wake::Resume(Box::new(move || {
-                f.fetch_add(1, AcqRel);
-            }))) {
+            match t.register(
+                1,
+                Wake::Resume(Box::new(move || {
+                    f.fetch_add(1, AcqRel);
+                })),
+            ) {
                 Registered::AlreadyDone(w) => w.fire(),
                 Registered::Queued => {}
             }

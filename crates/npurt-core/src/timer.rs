@@ -40,7 +40,10 @@ struct Timer {
 fn timer() -> &'static Timer {
     static T: OnceLock<&'static Timer> = OnceLock::new();
     T.get_or_init(|| {
-        let t: &'static Timer = Box::leak(Box::new(Timer { heap: Mutex::new((BinaryHeap::new(), 0)), cv: Condvar::new() }));
+        let t: &'static Timer = Box::leak(Box::new(Timer {
+            heap: Mutex::new((BinaryHeap::new(), 0)),
+            cv: Condvar::new(),
+        }));
         std::thread::Builder::new()
             .name("npurt-timer".into())
             .spawn(move || run(t))

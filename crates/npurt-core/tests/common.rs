@@ -10,7 +10,12 @@ use std::time::{Duration, Instant};
 pub fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let cfg = Config { device_count: 2, worker_threads: 2, aicore_num: 2, ..Config::default() };
+        let cfg = Config {
+            device_count: 2,
+            worker_threads: 2,
+            aicore_num: 2,
+            ..Config::default()
+        };
         runtime::configure(cfg).unwrap();
     });
 }
@@ -28,7 +33,9 @@ pub struct Blocks {
 
 impl Blocks {
     pub fn new(n: u32) -> Arc<Self> {
-        Arc::new(Self { hits: (0..n).map(|_| AtomicU32::new(0)).collect() })
+        Arc::new(Self {
+            hits: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        })
     }
 }
 

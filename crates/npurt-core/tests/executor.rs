@@ -27,7 +27,14 @@ fn one_stream_runs_in_order_across_kernels_and_engines() {
     for i in 0..200u32 {
         let l = log.clone();
         if i % 3 == 0 {
-            s.launch_engine(Engine::Host, Box::new(move || { l.lock().unwrap().push(i); Ok(()) })).unwrap();
+            s.launch_engine(
+                Engine::Host,
+                Box::new(move || {
+                    l.lock().unwrap().push(i);
+                    Ok(())
+                }),
+            )
+            .unwrap();
         } else {
             let k = FnKernel(move |b: npurt_core::BlockCtx| {
                 if b.block_idx == 0 {
@@ -66,7 +73,11 @@ fn streams_run_in_parallel() {
     b.launch(k, 1).unwrap();
     a.synchronize(None).unwrap();
     b.synchronize(None).unwrap();
-    assert_eq!(max_seen.load(Ordering::SeqCst), 2, "two streams never ran at the same time");
+    assert_eq!(
+        max_seen.load(Ordering::SeqCst),
+        2,
+        "two streams never ran at the same time"
+    );
     a.destroy(false).unwrap();
     b.destroy(false).unwrap();
 }
@@ -79,13 +90,29 @@ fn cross_stream_and_cross_device_waits() {
     let flag = Arc::new(AtomicU64::new(0));
     let f = flag.clone();
     producer.launch(Arc::new(Spin(Duration::from_millis(20))), 1).unwrap();
-    producer.launch_engine(Engine::Host, Box::new(move || { f.store(1, Ordering::SeqCst); Ok(()) })).unwrap();
+    producer
+        .launch_engine(
+            Engine::Host,
+            Box::new(move || {
+                f.store(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .unwrap();
     let ev = c1.create_event(false).unwrap();
     ev.record(&producer).unwrap();
     consumer.wait_event(&ev).unwrap();
     let seen = Arc::new(AtomicU64::new(99));
     let (f, s2) = (flag.clone(), seen.clone());
-    consumer.launch_engine(Engine::Host, Box::new(move || { s2.store(f.load(Ordering::SeqCst), Ordering::SeqCst); Ok(()) })).unwrap();
+    consumer
+        .launch_engine(
+            Engine::Host,
+            Box::new(move || {
+                s2.store(f.load(Ordering::SeqCst), Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .unwrap();
     consumer.synchronize(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(seen.load(Ordering::SeqCst), 1, "consumer ran before the event's work");
     assert!(ev.query().unwrap());
@@ -107,7 +134,11 @@ fn sticky_error_is_per_stream() {
     assert_eq!(err.acl().code, 507015);
     assert!(err.to_string().contains("boom"), "{err}");
     assert!(bad.query().is_err(), "error is sticky");
-    assert_eq!(after.hits[0].load(Ordering::Relaxed), 0, "work after the failure must be skipped");
+    assert_eq!(
+        after.hits[0].load(Ordering::Relaxed),
+        0,
+        "work after the failure must be skipped"
+    );
     let ok = Blocks::new(2);
     good.launch(ok.clone(), 2).unwrap();
     good.synchronize(None).unwrap();
@@ -119,7 +150,8 @@ fn sticky_error_is_per_stream() {
 #[test]
 fn panics_in_kernels_become_errors() {
     let s = ctx(0).create_stream(0).unwrap();
-    s.launch(Arc::new(FnKernel(|_b| panic!("kernel panicked on purpose"))), 1).unwrap();
+    s.launch(Arc::new(FnKernel(|_b| panic!("kernel panicked on purpose"))), 1)
+        .unwrap();
     let err = s.synchronize(None).unwrap_err();
     assert!(err.to_string().contains("on purpose"), "{err}");
     s.destroy(true).unwrap();
@@ -134,7 +166,10 @@ fn synchronize_times_out_then_completes() {
     let waited = t.elapsed();
     assert_eq!(err.kind(), ErrorKind::Timeout);
     assert_eq!(err.acl().code, 507046);
-    assert!(waited >= Duration::from_millis(30) && waited < Duration::from_millis(280), "{waited:?}");
+    assert!(
+        waited >= Duration::from_millis(30) && waited < Duration::from_millis(280),
+        "{waited:?}"
+    );
     s.synchronize(None).unwrap();
     s.destroy(false).unwrap();
 }
@@ -146,7 +181,14 @@ fn force_destroy_drops_queued_work() {
     s.launch(Arc::new(Spin(Duration::from_millis(100))), 1).unwrap();
     for _ in 0..100 {
         let r = ran.clone();
-        s.launch_engine(Engine::Host, Box::new(move || { r.fetch_add(1, Ordering::SeqCst); Ok(()) })).unwrap();
+        s.launch_engine(
+            Engine::Host,
+            Box::new(move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .unwrap();
     }
     s.destroy(true).unwrap();
     assert!(s.launch(Blocks::new(1), 1).is_err());
@@ -189,10 +231,13 @@ fn host_blocking_calls_from_callbacks_are_refused() {
     let s2 = s.clone();
     let got = Arc::new(Mutex::new(None));
     let g = got.clone();
-    s.launch_engine(Engine::Host, Box::new(move || {
-        *g.lock().unwrap() = Some(s2.synchronize(None).map_err(|e| e.acl().code));
-        Ok(())
-    }))
+    s.launch_engine(
+        Engine::Host,
+        Box::new(move || {
+            *g.lock().unwrap() = Some(s2.synchronize(None).map_err(|e| e.acl().code));
+            Ok(())
+        }),
+    )
     .unwrap();
     s.synchronize(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(*got.lock().unwrap(), Some(Err(107000)));
@@ -207,7 +252,14 @@ fn backpressure_on_a_full_ring_keeps_everything() {
     let count = Arc::new(AtomicUsize::new(0));
     for _ in 0..5000 {
         let c = count.clone();
-        s.launch(Arc::new(FnKernel(move |_b| { c.fetch_add(1, Ordering::Relaxed); Ok(()) })), 1).unwrap();
+        s.launch(
+            Arc::new(FnKernel(move |_b| {
+                c.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })),
+            1,
+        )
+        .unwrap();
     }
     s.synchronize(None).unwrap();
     assert_eq!(count.load(Ordering::Relaxed), 5000);
@@ -236,7 +288,10 @@ fn device_side_wait_timeout_fails_only_the_waiting_stream() {
     waiter.launch(after.clone(), 1).unwrap();
     let t = Instant::now();
     let err = waiter.synchronize(Some(Duration::from_secs(5))).unwrap_err();
-    assert!(t.elapsed() < Duration::from_millis(250), "the wait did not time out early");
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "the wait did not time out early"
+    );
     assert_eq!(err.acl().code, 107019, "{err}");
     assert_eq!(after.hits[0].load(Ordering::Relaxed), 0);
     slow.synchronize(None).unwrap();
@@ -273,12 +328,22 @@ fn profiler_hook_sees_every_task_with_ordered_times() {
     s.launch_engine(Engine::Host, Box::new(|| Ok(()))).unwrap();
     s.synchronize(None).unwrap();
     dev.set_observer(None);
-    let recs: Vec<TaskRecord> = obs.0.lock().unwrap().iter().filter(|r| r.stream == s.id()).cloned().collect();
+    let recs: Vec<TaskRecord> = obs
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.stream == s.id())
+        .cloned()
+        .collect();
     let kinds: Vec<TaskKind> = recs.iter().map(|r| r.kind).collect();
     assert_eq!(kinds, vec![TaskKind::Kernel, TaskKind::Kernel, TaskKind::HostFunc]);
     assert_eq!(recs[1].blocks, 3);
     for r in &recs {
-        assert!(r.submit_ns > 0 && r.submit_ns <= r.start_ns && r.start_ns <= r.end_ns, "{r:?}");
+        assert!(
+            r.submit_ns > 0 && r.submit_ns <= r.start_ns && r.start_ns <= r.end_ns,
+            "{r:?}"
+        );
     }
     assert!(recs[0].core_id < 2 && recs[2].core_id == u32::MAX);
     s.destroy(false).unwrap();

@@ -53,7 +53,11 @@ fn stress_many_threads_many_streams() {
                 for i in 0..per_thread {
                     let si = (i * 7 + t) % STREAMS;
                     seq[si] += 1;
-                    let k = Tick { ledger: ledger.clone(), slot: si * THREADS + t, seq: seq[si] };
+                    let k = Tick {
+                        ledger: ledger.clone(),
+                        slot: si * THREADS + t,
+                        seq: seq[si],
+                    };
                     streams[si].launch(Arc::new(k), 1).unwrap();
                 }
             });

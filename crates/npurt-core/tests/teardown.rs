@@ -22,6 +22,9 @@ fn forced_reset_releases_threads_waiting_on_dropped_work() {
     let t = Instant::now();
     runtime::reset_device_force(1).unwrap();
     let r = waiter.join().unwrap();
-    assert!(t.elapsed() < Duration::from_secs(2), "waiter stayed blocked after a forced reset");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "waiter stayed blocked after a forced reset"
+    );
     assert!(r.is_err(), "the stream's device was reset");
 }

@@ -17,7 +17,11 @@ impl FillTarget {
     /// may access that range while the kernel runs (the caller orders access with the
     /// stream, as for any device buffer).
     pub unsafe fn new(ptr: *mut u8, len: usize, keep: Box<dyn Any + Send + Sync>) -> Self {
-        Self { ptr: ptr as usize, len, _keep: keep }
+        Self {
+            ptr: ptr as usize,
+            len,
+            _keep: keep,
+        }
     }
 }
 

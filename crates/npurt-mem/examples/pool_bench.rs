@@ -5,9 +5,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use npurt_mem::{
-    smaps_anon_huge_bytes, CachingPool, HugePageMode, PagePolicy, PoolConfig, Segment,
-};
+use npurt_mem::{smaps_anon_huge_bytes, CachingPool, HugePageMode, PagePolicy, PoolConfig, Segment};
 
 const MIB: usize = 1 << 20;
 
@@ -55,9 +53,7 @@ fn main() {
 
     // 3. Same with 100 other live blocks in the pool (bigger maps).
     let p3 = pool();
-    let live: Vec<usize> = (0..100)
-        .map(|i| p3.alloc(512 * (i + 1), 0).unwrap())
-        .collect();
+    let live: Vec<usize> = (0..100).map(|i| p3.alloc(512 * (i + 1), 0).unwrap()).collect();
     let busy = ns_per(iters, || {
         let x = p3.alloc(black_box(MIB), 0).unwrap();
         p3.free(black_box(x), Vec::new()).unwrap();
@@ -67,8 +63,7 @@ fn main() {
     // 4. Raw mmap + munmap of 1 MiB (untouched, like the pool's hand-out).
     let raw_iters = 100_000;
     let raw = ns_per(raw_iters, || {
-        let s =
-            Segment::map_with(black_box(MIB), PagePolicy::NormalOnly, HugePageMode::Off).unwrap();
+        let s = Segment::map_with(black_box(MIB), PagePolicy::NormalOnly, HugePageMode::Off).unwrap();
         black_box(s.ptr());
     });
 
@@ -76,14 +71,8 @@ fn main() {
     println!("alloc+free 4 MiB, split + coalesce       : {split:7.1} ns/pair");
     println!("alloc+free 1 MiB, 100 live blocks        : {busy:7.1} ns/pair");
     println!("raw mmap+munmap 1 MiB                    : {raw:7.1} ns/pair");
-    println!(
-        "ratio raw / pool (exact fit)             : {:7.1}x",
-        raw / exact
-    );
-    println!(
-        "ratio raw / pool (split + coalesce)      : {:7.1}x",
-        raw / split
-    );
+    println!("ratio raw / pool (exact fit)             : {:7.1}x", raw / exact);
+    println!("ratio raw / pool (split + coalesce)      : {:7.1}x", raw / split);
 
     // 5. Two threads hammering one pool (contended mutex).
     let p4 = pool();

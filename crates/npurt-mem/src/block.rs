@@ -198,5 +198,4 @@ impl std::hash::Hasher for AddrHasher {
 }
 
 /// Block start → slot, for every live block.
-pub(crate) type AddrMap =
-    std::collections::HashMap<usize, u32, std::hash::BuildHasherDefault<AddrHasher>>;
+pub(crate) type AddrMap = std::collections::HashMap<usize, u32, std::hash::BuildHasherDefault<AddrHasher>>;

@@ -24,11 +24,7 @@ impl State {
             loop {
                 let b = &self.blocks[i];
                 nblocks += 1;
-                if b.addr != expect
-                    || b.prev != prev
-                    || b.seg as usize != si
-                    || b.state == BState::Dead
-                {
+                if b.addr != expect || b.prev != prev || b.seg as usize != si || b.state == BState::Dead {
                     return Err(format!("segment {si}: broken block chain at {:#x}", b.addr));
                 }
                 if b.size == 0 || b.size & (MIN_BLOCK - 1) != 0 || b.addr & 63 != 0 {
@@ -41,10 +37,7 @@ impl State {
                     BState::Free => {
                         nfree += 1;
                         if !self.free.contains(&self.blocks, i) {
-                            return Err(format!(
-                                "free block {:#x} not listed exactly once",
-                                b.addr
-                            ));
+                            return Err(format!("free block {:#x} not listed exactly once", b.addr));
                         }
                     }
                     BState::Allocated => allocated += b.size,
@@ -69,9 +62,7 @@ impl State {
         }
         let (listed, any_ok) = self.free.audit();
         if listed != nfree || !any_ok {
-            return Err(format!(
-                "free lists hold {listed} blocks, {nfree} free blocks exist"
-            ));
+            return Err(format!("free lists hold {listed} blocks, {nfree} free blocks exist"));
         }
         if allocated as u64 != self.stats.allocated_bytes[stats::ALL].current {
             return Err(format!(
@@ -79,9 +70,7 @@ impl State {
                 self.stats.allocated_bytes[0].current
             ));
         }
-        if reserved != self.reserved
-            || reserved as u64 != self.stats.reserved_bytes[stats::ALL].current
-        {
+        if reserved != self.reserved || reserved as u64 != self.stats.reserved_bytes[stats::ALL].current {
             return Err(format!("reserved {reserved} != {} / stat", self.reserved));
         }
         if self.stats.page_bytes.iter().sum::<u64>() != reserved as u64 {

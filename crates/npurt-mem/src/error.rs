@@ -88,19 +88,12 @@ impl MemError {
     /// The AscendCL error code of this error.
     pub fn code(&self) -> u32 {
         match self {
-            MemError::OutOfMemory { .. } | MemError::HugePagesUnavailable { .. } => {
-                ACL_ERROR_RT_MEMORY_ALLOCATION
+            MemError::OutOfMemory { .. } | MemError::HugePagesUnavailable { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
+            MemError::InvalidSize { .. } | MemError::InvalidStream { .. } => ACL_ERROR_RT_PARAM_INVALID,
+            MemError::InvalidPointer { during_free: true, .. } | MemError::DoubleFree { .. } => {
+                ACL_ERROR_RT_MEMORY_FREE
             }
-            MemError::InvalidSize { .. } | MemError::InvalidStream { .. } => {
-                ACL_ERROR_RT_PARAM_INVALID
-            }
-            MemError::InvalidPointer {
-                during_free: true, ..
-            }
-            | MemError::DoubleFree { .. } => ACL_ERROR_RT_MEMORY_FREE,
-            MemError::InvalidPointer {
-                during_free: false, ..
-            } => ACL_ERROR_RT_PARAM_INVALID,
+            MemError::InvalidPointer { during_free: false, .. } => ACL_ERROR_RT_PARAM_INVALID,
             MemError::Os { .. } => ACL_ERROR_RT_DRV_INTERNAL_ERROR,
         }
     }
@@ -182,10 +175,7 @@ mod tests {
         assert_eq!(oom.name(), "ACL_ERROR_RT_MEMORY_ALLOCATION");
         let msg = oom.to_string();
         assert!(msg.contains("quota") && msg.contains("1.00 MiB") && msg.contains("empty_cache"));
-        assert_eq!(
-            MemError::HugePagesUnavailable { requested: 1 }.code(),
-            207_001
-        );
+        assert_eq!(MemError::HugePagesUnavailable { requested: 1 }.code(), 207_001);
         assert_eq!(
             MemError::InvalidSize {
                 size: 0,

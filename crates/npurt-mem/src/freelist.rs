@@ -88,21 +88,12 @@ impl FreeLists {
     /// Best-fit free block of `pool` for a request of `size` on `stream`: the smallest
     /// block ≥ `size` tagged `stream` or `ANY_STREAM`. Not removed.
     #[inline]
-    pub fn best_fit(
-        &self,
-        blocks: &Slab,
-        pool: usize,
-        stream: u64,
-        size: usize,
-    ) -> Option<(usize, u32)> {
+    pub fn best_fit(&self, blocks: &Slab, pool: usize, stream: u64, size: usize) -> Option<(usize, u32)> {
         let h = &self.hot[pool];
         let mut best: Option<(usize, u32)> = None;
         for &i in h.slots[..h.len].iter().rev() {
             let b = &blocks[i];
-            if b.size >= size
-                && (b.stream == stream || b.stream == ANY_STREAM)
-                && beats(&best, b.size)
-            {
+            if b.size >= size && (b.stream == stream || b.stream == ANY_STREAM) && beats(&best, b.size) {
                 best = Some((b.size, i));
                 if b.size == size {
                     return best;
@@ -115,9 +106,7 @@ impl FreeLists {
             .next()
             .map(|(k, &i)| (k.1, i));
         let any = if self.any[pool] > 0 {
-            map.range((ANY_STREAM, size, 0)..)
-                .next()
-                .map(|(k, &i)| (k.1, i))
+            map.range((ANY_STREAM, size, 0)..).next().map(|(k, &i)| (k.1, i))
         } else {
             None
         };
@@ -142,11 +131,7 @@ impl FreeLists {
     /// Keys of the ordered map of `pool` whose tag satisfies `pred` (call
     /// [`flush_hot`](Self::flush_hot) first to see every free block).
     pub fn keys_where(&self, pool: usize, pred: impl Fn(u64) -> bool) -> Vec<FreeKey> {
-        self.maps[pool]
-            .keys()
-            .filter(|k| pred(k.0))
-            .copied()
-            .collect()
+        self.maps[pool].keys().filter(|k| pred(k.0)).copied().collect()
     }
 
     /// Block of an ordered-map key.
@@ -176,10 +161,8 @@ impl FreeLists {
 
     /// Number of listed blocks, and whether the `ANY_STREAM` counters are right.
     pub fn audit(&self) -> (usize, bool) {
-        let n = self.maps.iter().map(|m| m.len()).sum::<usize>()
-            + self.hot.iter().map(|h| h.len).sum::<usize>();
-        let any_ok = (0..2)
-            .all(|p| self.maps[p].keys().filter(|k| k.0 == ANY_STREAM).count() == self.any[p]);
+        let n = self.maps.iter().map(|m| m.len()).sum::<usize>() + self.hot.iter().map(|h| h.len).sum::<usize>();
+        let any_ok = (0..2).all(|p| self.maps[p].keys().filter(|k| k.0 == ANY_STREAM).count() == self.any[p]);
         (n, any_ok)
     }
 }

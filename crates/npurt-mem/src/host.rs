@@ -57,10 +57,7 @@ impl HostAlloc {
         if p == libc::MAP_FAILED {
             return Err(MemError::last_os("mmap"));
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or(MemError::Os {
-            op: "mmap",
-            errno: 0,
-        })?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(MemError::Os { op: "mmap", errno: 0 })?;
         // SAFETY: [p, p+len) is the mapping created above; mlock only pins its pages.
         let locked = unsafe { libc::mlock(p, len) } == 0;
         Ok(HostAlloc { ptr, len, locked })

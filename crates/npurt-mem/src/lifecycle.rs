@@ -57,20 +57,14 @@ impl State {
     /// Unregisters entirely free segments (skipping kept ones, and those with blocks
     /// still bound to a stream when `only_idle`) until `reserved <= target`; the mappings are pushed
     /// to `out` for the caller to drop outside the lock. Returns the bytes released.
-    pub fn release_free_segments(
-        &mut self,
-        only_idle: bool,
-        target: usize,
-        out: &mut Vec<Segment>,
-    ) -> usize {
+    pub fn release_free_segments(&mut self, only_idle: bool, target: usize, out: &mut Vec<Segment>) -> usize {
         let mut released = 0;
         for si in 0..self.segs.len() {
             if self.reserved <= target {
                 break;
             }
             let Some(rec) = &self.segs[si] else { continue };
-            let (base, usable, pool, keep, first) =
-                (rec.seg.addr(), rec.usable, rec.pool, rec.keep, rec.first);
+            let (base, usable, pool, keep, first) = (rec.seg.addr(), rec.usable, rec.pool, rec.keep, rec.first);
             if keep {
                 continue;
             }

@@ -186,10 +186,7 @@ pub fn smaps_field_bytes(addr: usize, len: usize, field: &str) -> Option<usize> 
 fn parse_vma_header(line: &str) -> Option<(usize, usize)> {
     let range = line.split_whitespace().next()?;
     let (a, b) = range.split_once('-')?;
-    Some((
-        usize::from_str_radix(a, 16).ok()?,
-        usize::from_str_radix(b, 16).ok()?,
-    ))
+    Some((usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?))
 }
 
 fn parse_smaps_field(text: &str, start: usize, end: usize, field: &str) -> Option<usize> {
@@ -250,10 +247,7 @@ AnonHugePages:         0 kB
             parse_smaps_field(text, base, base + 4096, "AnonHugePages"),
             Some(2 << 20)
         );
-        assert_eq!(
-            parse_smaps_field(text, base, base + (6 << 20), "Rss"),
-            Some(4 << 20)
-        );
+        assert_eq!(parse_smaps_field(text, base, base + (6 << 20), "Rss"), Some(4 << 20));
         assert_eq!(
             parse_smaps_field(text, base + (4 << 20), base + (5 << 20), "AnonHugePages"),
             Some(0)

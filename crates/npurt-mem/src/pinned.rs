@@ -144,11 +144,7 @@ impl PinnedPool {
         let mut garbage = Vec::new();
         let mut st = self.inner.lock();
         let Some((a, _)) = st.live.remove(&addr) else {
-            let cached = st
-                .cache
-                .iter()
-                .flatten()
-                .chain(st.pending.iter().map(|p| &p.0));
+            let cached = st.cache.iter().flatten().chain(st.pending.iter().map(|p| &p.0));
             if cached.into_iter().any(|a| a.addr() == addr) {
                 return Err(MemError::DoubleFree { addr });
             }
@@ -236,16 +232,10 @@ mod tests {
         );
         assert!(matches!(
             p.free(a + 8, vec![]),
-            Err(MemError::InvalidPointer {
-                during_free: true,
-                ..
-            })
+            Err(MemError::InvalidPointer { during_free: true, .. })
         ));
         p.free(a, vec![]).unwrap();
-        assert!(matches!(
-            p.free(a, vec![]),
-            Err(MemError::DoubleFree { .. })
-        ));
+        assert!(matches!(p.free(a, vec![]), Err(MemError::DoubleFree { .. })));
         assert!(p.lookup(a).is_none());
         let b = p.alloc(6000).unwrap();
         assert_eq!(a, b, "same class reused");
@@ -263,10 +253,7 @@ mod tests {
         }
         assert_eq!(p.empty_cache(), 16384);
         assert_eq!(p.stats().cached_bytes, 0);
-        assert!(matches!(
-            p.free(12345, vec![]),
-            Err(MemError::InvalidPointer { .. })
-        ));
+        assert!(matches!(p.free(12345, vec![]), Err(MemError::InvalidPointer { .. })));
         assert!(p.alloc(0).is_err());
     }
 }

@@ -15,9 +15,7 @@ use std::ptr::NonNull;
 
 use crate::align::round_up;
 use crate::error::MemError;
-use crate::page::{
-    page_size, thp_enabled, HugePageMode, PageKind, PagePolicy, HUGE_MIN_REQUEST, HUGE_PAGE_SIZE,
-};
+use crate::page::{page_size, thp_enabled, HugePageMode, PageKind, PagePolicy, HUGE_MIN_REQUEST, HUGE_PAGE_SIZE};
 
 /// Largest mapping the ladder accepts (keeps all rounding arithmetic far from overflow).
 const MAX_MAP: usize = 1 << 56;
@@ -55,10 +53,7 @@ fn raw_mmap(len: usize, flags: libc::c_int, fd: RawFd) -> Result<NonNull<u8>, Me
     if p == libc::MAP_FAILED {
         return Err(MemError::last_os("mmap"));
     }
-    NonNull::new(p.cast::<u8>()).ok_or(MemError::Os {
-        op: "mmap",
-        errno: 0,
-    })
+    NonNull::new(p.cast::<u8>()).ok_or(MemError::Os { op: "mmap", errno: 0 })
 }
 
 /// Unmaps `[addr, addr+len)`; errors are ignored (nothing can be done on drop paths).
@@ -87,11 +82,7 @@ impl Segment {
 
     /// Maps `size` bytes under `policy` with an explicit [`HugePageMode`].
     /// `len()` is `size` rounded up to the page size of the kind obtained.
-    pub fn map_with(
-        size: usize,
-        policy: PagePolicy,
-        mode: HugePageMode,
-    ) -> Result<Segment, MemError> {
+    pub fn map_with(size: usize, policy: PagePolicy, mode: HugePageMode) -> Result<Segment, MemError> {
         check_size(size)?;
         let want_huge = match policy {
             PagePolicy::NormalOnly => false,
@@ -119,8 +110,7 @@ impl Segment {
 
     fn try_hugetlb(size: usize) -> Option<Segment> {
         let len = round_up(size, HUGE_PAGE_SIZE)?;
-        let flags =
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
         let ptr = raw_mmap(len, flags, -1).ok()?;
         Some(Segment {
             ptr,

@@ -136,13 +136,7 @@ impl State {
     /// Splits free block `i` (not in a free list) to `size` if worthwhile and hands it
     /// out to `stream`. Returns the address.
     #[inline]
-    pub fn split_and_allocate(
-        &mut self,
-        i: u32,
-        size: usize,
-        requested: usize,
-        stream: u64,
-    ) -> usize {
+    pub fn split_and_allocate(&mut self, i: u32, size: usize, requested: usize, stream: u64) -> usize {
         let b = &self.blocks[i];
         let pool = b.pool as usize;
         if self.should_split(pool, b.size, size) {

@@ -147,10 +147,7 @@ impl PoolStats {
             out.push(("limit".to_string(), l));
         }
         for k in PageKind::ALL {
-            out.push((
-                format!("page_bytes.{}", k.as_str()),
-                self.page_bytes[k.index()],
-            ));
+            out.push((format!("page_bytes.{}", k.as_str()), self.page_bytes[k.index()]));
         }
         out
     }

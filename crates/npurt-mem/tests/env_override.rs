@@ -16,7 +16,11 @@ fn env_override_switches_rungs() {
     );
     assert_eq!(Segment::map_shared(4 * MIB).unwrap().page_kind(), PageKind::Normal);
     // torch-style 20 MiB large segments, so that `b` below shares `a`'s segment.
-    let pool = CachingPool::new(PoolConfig { large_segment: Some(20 * MIB), ..PoolConfig::new(64 * MIB) }).unwrap();
+    let pool = CachingPool::new(PoolConfig {
+        large_segment: Some(20 * MIB),
+        ..PoolConfig::new(64 * MIB)
+    })
+    .unwrap();
     let a = pool.alloc(5 * MIB, 0).unwrap();
     assert_eq!(pool.lookup(a).unwrap().page_kind, PageKind::Normal);
     assert_eq!(pool.stats().page_bytes_of(PageKind::Normal), 20 * MIB as u64);

@@ -1,9 +1,7 @@
 //! Huge-page ladder: every policy under every mode; fallback never fatal; HugeOnly
 //! fails only when neither rung is available; THP really backs touched memory.
 
-use npurt_mem::{
-    smaps_anon_huge_bytes, thp_enabled, HugePageMode, MemError, PageKind, PagePolicy, Segment,
-};
+use npurt_mem::{smaps_anon_huge_bytes, thp_enabled, HugePageMode, MemError, PageKind, PagePolicy, Segment};
 
 const MIB: usize = 1 << 20;
 const MODES: [HugePageMode; 4] = [
@@ -52,10 +50,7 @@ fn huge_first_never_fails_and_small_is_normal() {
             }
             PageKind::Normal => {
                 // Allowed only when THP could not be used.
-                assert!(
-                    !(mode.allows_thp() && thp_enabled()),
-                    "mode {mode:?} should reach THP"
-                );
+                assert!(!(mode.allows_thp() && thp_enabled()), "mode {mode:?} should reach THP");
             }
         }
         touch(&s);
@@ -109,25 +104,13 @@ fn shared_segment_is_visible_through_its_fd() {
     for mode in [HugePageMode::Off, HugePageMode::Auto] {
         let s = Segment::map_shared_with(3 * MIB, mode).unwrap();
         assert!(s.is_shared() && s.fd().is_some());
-        assert!(matches!(
-            s.page_kind(),
-            PageKind::Normal | PageKind::HugeTlb
-        ));
+        assert!(matches!(s.page_kind(), PageKind::Normal | PageKind::HugeTlb));
         // SAFETY: live RW mapping of s.len() bytes owned by the test.
         unsafe { s.ptr().add(12345).write(0x5A) };
         let fd = s.raw_fd().unwrap();
         // SAFETY: maps the memfd a second time (as another process would); the mapping
         // is unmapped below before `s` goes away.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                s.len(),
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), s.len(), libc::PROT_READ, libc::MAP_SHARED, fd, 0) };
         assert_ne!(p, libc::MAP_FAILED);
         // SAFETY: offset 12345 < s.len() inside the read-only mapping just created.
         let v = unsafe { p.cast::<u8>().add(12345).read() };

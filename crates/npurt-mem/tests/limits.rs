@@ -11,7 +11,8 @@ const MIB: usize = 1 << 20;
 fn pool(capacity: usize) -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        large_segment: Some(20 << 20), ..PoolConfig::new(capacity)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(capacity)
     })
     .unwrap()
 }
@@ -143,7 +144,8 @@ fn max_split_size_rules() {
     let cfg = PoolConfig {
         policy: PagePolicy::NormalOnly,
         max_split_size: 32 * MIB,
-        large_segment: Some(20 << 20), ..PoolConfig::new(1 << 30)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(1 << 30)
     };
     let p = CachingPool::new(cfg).unwrap();
     let big = p.alloc(40 * MIB, 0).unwrap();
@@ -166,7 +168,8 @@ fn gc_threshold_releases_cached_segments() {
     let cfg = PoolConfig {
         policy: PagePolicy::NormalOnly,
         gc_threshold: Some(0.5),
-        large_segment: Some(20 << 20), ..PoolConfig::new(100 * MIB)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(100 * MIB)
     };
     let p = CachingPool::new(cfg).unwrap();
     let xs: Vec<usize> = (0..3).map(|_| p.alloc(20 * MIB, 0).unwrap()).collect();
@@ -181,7 +184,8 @@ fn gc_threshold_releases_cached_segments() {
     p.free(y, vec![]).unwrap();
     assert!(CachingPool::new(PoolConfig {
         gc_threshold: Some(1.5),
-        large_segment: Some(20 << 20), ..PoolConfig::new(MIB)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(MIB)
     })
     .is_err());
 }
@@ -196,7 +200,8 @@ fn sync_hook_runs_before_releasing() {
     let cfg = PoolConfig {
         policy: PagePolicy::NormalOnly,
         sync_hook: Some(hook),
-        large_segment: Some(20 << 20), ..PoolConfig::new(40 * MIB)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(40 * MIB)
     };
     let p = CachingPool::new(cfg).unwrap();
     let a = p.alloc(5 * MIB, 3).unwrap();

@@ -8,7 +8,8 @@ const MIB: usize = 1 << 20;
 fn pool(capacity: usize) -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        large_segment: Some(20 << 20), ..PoolConfig::new(capacity)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(capacity)
     })
     .unwrap()
 }

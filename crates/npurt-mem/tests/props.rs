@@ -56,7 +56,8 @@ fn run(seed: u64) {
             PagePolicy::HugeFirst
         },
         max_split_size: if seed % 4 == 1 { 24 * MIB } else { usize::MAX },
-        large_segment: Some(20 << 20), ..PoolConfig::new(cap)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(cap)
     };
     let p = CachingPool::new(cfg).unwrap();
     let mut live: BTreeMap<usize, (usize, u64)> = BTreeMap::new();

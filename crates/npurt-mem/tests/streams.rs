@@ -10,7 +10,8 @@ const MIB: usize = 1 << 20;
 fn pool() -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        large_segment: Some(20 << 20), ..PoolConfig::new(1 << 30)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(1 << 30)
     })
     .unwrap()
 }
@@ -93,7 +94,8 @@ fn completed_fences_free_immediately() {
 fn pending_blocks_complete_on_the_oom_path() {
     let p = CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
-        large_segment: Some(20 << 20), ..PoolConfig::new(20 * MIB)
+        large_segment: Some(20 << 20),
+        ..PoolConfig::new(20 * MIB)
     })
     .unwrap();
     let a = p.alloc(12 * MIB, 1).unwrap();

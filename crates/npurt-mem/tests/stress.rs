@@ -25,11 +25,7 @@ fn verify(addr: usize, len: usize, tag: u64) {
     while off < len {
         // SAFETY: as in `fill`.
         let v = unsafe { ((addr + off) as *const u64).read() };
-        assert_eq!(
-            v,
-            tag ^ off as u64,
-            "block {addr:#x}+{off} overwritten: blocks overlap"
-        );
+        assert_eq!(v, tag ^ off as u64, "block {addr:#x}+{off} overwritten: blocks overlap");
         off += 512;
     }
 }

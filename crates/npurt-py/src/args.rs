@@ -35,9 +35,14 @@ pub(crate) fn timeout_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Dur
         return Ok(None);
     }
     if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
-        return Err(type_error(format!("timeout must be a number of seconds or None, not {}", type_name(obj))));
+        return Err(type_error(format!(
+            "timeout must be a number of seconds or None, not {}",
+            type_name(obj)
+        )));
     }
-    let secs: f64 = obj.extract().map_err(|_| value_error(format!("timeout={obj} seconds is out of range")))?;
+    let secs: f64 = obj
+        .extract()
+        .map_err(|_| value_error(format!("timeout={obj} seconds is out of range")))?;
     if secs.is_nan() || secs < 0.0 {
         return Err(value_error(format!("timeout must be >= 0 seconds, got {secs}")));
     }
@@ -50,15 +55,25 @@ pub(crate) fn timeout_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Dur
 /// A duration in seconds for a kernel: finite, 0..=3600.
 pub(crate) fn seconds_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
     if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
-        return Err(type_error(format!("{name} must be a number of seconds, not {}", type_name(obj))));
+        return Err(type_error(format!(
+            "{name} must be a number of seconds, not {}",
+            type_name(obj)
+        )));
     }
-    let secs: f64 = obj.extract().map_err(|_| value_error(format!("{name}={obj} is out of range")))?;
+    let secs: f64 = obj
+        .extract()
+        .map_err(|_| value_error(format!("{name}={obj} is out of range")))?;
     if !secs.is_finite() || !(0.0..=3600.0).contains(&secs) {
-        return Err(value_error(format!("{name} must be between 0 and 3600 seconds, got {secs}")));
+        return Err(value_error(format!(
+            "{name} must be between 0 and 3600 seconds, got {secs}"
+        )));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }

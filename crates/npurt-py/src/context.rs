@@ -20,7 +20,9 @@ impl PyContext {
     fn new(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let id = context_for(py, device)?.device() as i64;
         let dev = py.detach(|| runtime::active_or_use(id)).py_err()?;
-        Ok(Self { c: dev.create_context().py_err()? })
+        Ok(Self {
+            c: dev.create_context().py_err()?,
+        })
     }
 
     #[getter]

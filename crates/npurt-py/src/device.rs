@@ -14,7 +14,13 @@ pub(crate) fn device_id(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     let count = runtime::device_count().py_err()? as i64;
     let id = int_arg(obj, "device", i64::MIN, i64::MAX)?;
     if id < 0 || id >= count {
-        return Err(crate::errors::to_py(npurt_core::error::DeviceError::InvalidId { id, count: count as u32 }.into()));
+        return Err(crate::errors::to_py(
+            npurt_core::error::DeviceError::InvalidId {
+                id,
+                count: count as u32,
+            }
+            .into(),
+        ));
     }
     Ok(id)
 }
@@ -178,7 +184,13 @@ pub(crate) fn set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<
 pub(crate) fn reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
     let id = device_id(device)?;
     let report = py
-        .detach(|| if force { runtime::reset_device_force(id) } else { runtime::reset_device(id) })
+        .detach(|| {
+            if force {
+                runtime::reset_device_force(id)
+            } else {
+                runtime::reset_device(id)
+            }
+        })
         .py_err()?;
     warn_leaks(py, report)
 }
@@ -186,7 +198,11 @@ pub(crate) fn reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: boo
 /// Waits for all work on a device (the current one by default).
 #[pyfunction]
 #[pyo3(signature = (device=None, timeout=None))]
-pub(crate) fn synchronize(py: Python<'_>, device: Option<&Bound<'_, PyAny>>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+pub(crate) fn synchronize(
+    py: Python<'_>,
+    device: Option<&Bound<'_, PyAny>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
     let t = timeout_arg(timeout)?;
     let id = match device {
         Some(d) => device_id(d)?,

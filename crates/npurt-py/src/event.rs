@@ -1,7 +1,7 @@
 //! `npurt.Event`: a point recorded on a stream; timing events measure elapsed milliseconds.
 
 use crate::args::timeout_arg;
-use crate::errors::{IntoPy, type_error};
+use crate::errors::{type_error, IntoPy};
 use crate::stream::{context_for, stream_or_current};
 use npurt_core::{Context, Event};
 use pyo3::prelude::*;
@@ -13,7 +13,9 @@ pub(crate) struct PyEvent {
 
 impl PyEvent {
     pub(crate) fn on_context(ctx: &Context, timing: bool) -> PyResult<Self> {
-        Ok(Self { e: ctx.create_event(timing).py_err()? })
+        Ok(Self {
+            e: ctx.create_event(timing).py_err()?,
+        })
     }
 }
 
@@ -32,7 +34,12 @@ impl PyEvent {
     /// `timing=True` (or torch's `enable_timing=True`) enables `elapsed_time`.
     #[new]
     #[pyo3(signature = (timing=false, device=None, *, enable_timing=None))]
-    fn new(py: Python<'_>, timing: bool, device: Option<&Bound<'_, PyAny>>, enable_timing: Option<bool>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        timing: bool,
+        device: Option<&Bound<'_, PyAny>>,
+        enable_timing: Option<bool>,
+    ) -> PyResult<Self> {
         let ctx = context_for(py, device)?;
         Self::on_context(&ctx, timing || enable_timing.unwrap_or(false))
     }
@@ -77,9 +84,12 @@ impl PyEvent {
 
     /// Milliseconds between this event and `end` (both recorded with timing, both done).
     fn elapsed_time(&self, end: &Bound<'_, PyAny>) -> PyResult<f64> {
-        let end = end
-            .cast::<PyEvent>()
-            .map_err(|_| type_error(format!("end must be an npurt.Event, not {}", crate::args::type_name(end))))?;
+        let end = end.cast::<PyEvent>().map_err(|_| {
+            type_error(format!(
+                "end must be an npurt.Event, not {}",
+                crate::args::type_name(end)
+            ))
+        })?;
         self.e.elapsed_ms(&end.get().e).py_err()
     }
 }

@@ -24,7 +24,11 @@ fn blocks_arg(blocks: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
 /// Launches a kernel that does nothing (measures launch cost).
 #[pyfunction]
 #[pyo3(signature = (stream=None, blocks=None))]
-pub(crate) fn empty(py: Python<'_>, stream: Option<&Bound<'_, PyAny>>, blocks: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+pub(crate) fn empty(
+    py: Python<'_>,
+    stream: Option<&Bound<'_, PyAny>>,
+    blocks: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
     let s = stream_or_current(stream)?;
     launch(py, &s, npurt_kernels::empty(), blocks_arg(blocks)?)
 }
@@ -54,6 +58,9 @@ pub(crate) fn fault(
     block: u32,
 ) -> PyResult<()> {
     let s = stream_or_current(stream)?;
-    let k = Arc::new(npurt_kernels::Fault { block, message: message.to_string() });
+    let k = Arc::new(npurt_kernels::Fault {
+        block,
+        message: message.to_string(),
+    });
     launch(py, &s, k, blocks_arg(blocks)?)
 }

@@ -57,15 +57,24 @@ fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
                         npurt_core::config::parse_visible(&s, c.device_count)
                     } else {
                         let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
-                        items.iter().map(|i| args::int_arg(i, "visible_devices", 0, 63).map(|x| x as u32)).collect::<PyResult<_>>()?
+                        items
+                            .iter()
+                            .map(|i| args::int_arg(i, "visible_devices", 0, 63).map(|x| x as u32))
+                            .collect::<PyResult<_>>()?
                     })
                 }
-                other => return Err(errors::type_error(format!("configure() got an unexpected keyword argument {other:?}"))),
+                other => {
+                    return Err(errors::type_error(format!(
+                        "configure() got an unexpected keyword argument {other:?}"
+                    )))
+                }
             }
         }
     }
     if aicore_set && !workers_set {
-        c.worker_threads = c.aicore_num.min(std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+        c.worker_threads = c
+            .aicore_num
+            .min(std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     }
     runtime::configure(c).py_err()
 }

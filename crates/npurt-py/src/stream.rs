@@ -2,7 +2,7 @@
 
 use crate::args::{int_arg, timeout_arg};
 use crate::device::device_id;
-use crate::errors::{IntoPy, type_error};
+use crate::errors::{type_error, IntoPy};
 use crate::event::PyEvent;
 use npurt_core::error::TaskError;
 use npurt_core::{current, runtime, Context, Engine, Stream};
@@ -51,7 +51,10 @@ pub(crate) fn stream_or_current(stream: Option<&Bound<'_, PyAny>>) -> PyResult<S
     match stream {
         Some(obj) if !obj.is_none() => match obj.cast::<PyStream>() {
             Ok(s) => Ok(s.get().s.clone()),
-            Err(_) => Err(type_error(format!("stream must be an npurt.Stream, not {}", crate::args::type_name(obj)))),
+            Err(_) => Err(type_error(format!(
+                "stream must be an npurt.Stream, not {}",
+                crate::args::type_name(obj)
+            ))),
         },
         _ => current::current_stream().py_err(),
     }
@@ -98,7 +101,12 @@ impl PyStream {
     }
 
     fn __repr__(&self) -> String {
-        format!("<npurt.Stream id={} device={} priority={}>", self.s.id(), self.s.device(), self.s.priority())
+        format!(
+            "<npurt.Stream id={} device={} priority={}>",
+            self.s.id(),
+            self.s.device(),
+            self.s.priority()
+        )
     }
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<PyStream>().is_ok_and(|o| o.get().s == self.s)
@@ -135,9 +143,12 @@ impl PyStream {
     /// stream fails the stream (sticky npurt.TaskFailedError, ACL 107019) instead.
     #[pyo3(signature = (event, timeout=None))]
     fn wait_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let e = event
-            .cast::<PyEvent>()
-            .map_err(|_| type_error(format!("event must be an npurt.Event, not {}", crate::args::type_name(event))))?;
+        let e = event.cast::<PyEvent>().map_err(|_| {
+            type_error(format!(
+                "event must be an npurt.Event, not {}",
+                crate::args::type_name(event)
+            ))
+        })?;
         let t = timeout_arg(timeout)?;
         let ev = e.get().e.clone();
         py.detach(|| self.s.wait_event_timeout(&ev, t)).py_err()
@@ -145,9 +156,12 @@ impl PyStream {
 
     /// Later work on this stream waits for everything submitted to `other` so far.
     fn wait_stream(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<()> {
-        let o = other
-            .cast::<PyStream>()
-            .map_err(|_| type_error(format!("other must be an npurt.Stream, not {}", crate::args::type_name(other))))?;
+        let o = other.cast::<PyStream>().map_err(|_| {
+            type_error(format!(
+                "other must be an npurt.Stream, not {}",
+                crate::args::type_name(other)
+            ))
+        })?;
         let os = o.get().s.clone();
         py.detach(|| self.s.wait_stream(&os)).py_err()
     }

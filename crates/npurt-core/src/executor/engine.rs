@@ -31,7 +31,9 @@ pub(crate) fn spawn_engine(
         Engine::Host => format!("npurt-callback-{}", shared.ordinal),
     };
     let ordinal = shared.ordinal;
-    let handle = std::thread::Builder::new().name(name).spawn(move || engine_main(ordinal, engine, rx))?;
+    let handle = std::thread::Builder::new()
+        .name(name)
+        .spawn(move || engine_main(ordinal, engine, rx))?;
     Ok((tx, handle))
 }
 
@@ -42,7 +44,11 @@ fn engine_main(device: u32, engine: Engine, rx: Receiver<EngineJob>) {
         if stream.skipping() {
             drop(op);
         } else {
-            let start_ns = if stream.dev.profiler.enabled() { crate::clock::now_ns() } else { 0 };
+            let start_ns = if stream.dev.profiler.enabled() {
+                crate::clock::now_ns()
+            } else {
+                0
+            };
             let result = match catch_unwind(AssertUnwindSafe(op)) {
                 Ok(r) => r,
                 Err(p) => Err(match engine {
@@ -54,7 +60,11 @@ fn engine_main(device: u32, engine: Engine, rx: Receiver<EngineJob>) {
                 stream.set_error(e);
             }
             if start_ns != 0 {
-                let kind = if engine == Engine::Copy { TaskKind::Copy } else { TaskKind::HostFunc };
+                let kind = if engine == Engine::Copy {
+                    TaskKind::Copy
+                } else {
+                    TaskKind::HostFunc
+                };
                 stream.dev.profiler.emit(TaskRecord {
                     device,
                     stream: stream.id,

@@ -31,7 +31,11 @@ pub(crate) enum JobTurn {
 
 impl Job {
     pub(crate) fn new(kernel: Arc<dyn Kernel>, blocks: u32, stream: Arc<StreamInner>, submit_ns: u64) -> Self {
-        let start_ns = if stream.dev.profiler.enabled() { crate::clock::now_ns() } else { 0 };
+        let start_ns = if stream.dev.profiler.enabled() {
+            crate::clock::now_ns()
+        } else {
+            0
+        };
         Self {
             kernel,
             blocks,
@@ -57,7 +61,11 @@ impl Job {
                 return JobTurn::Released;
             }
             if self.error.lock().is_none() {
-                let blk = BlockCtx { block_idx: b, block_dim: self.blocks, core_id };
+                let blk = BlockCtx {
+                    block_idx: b,
+                    block_dim: self.blocks,
+                    core_id,
+                };
                 if let Err(e) = run_block(&*self.kernel, blk) {
                     self.error.lock().get_or_insert(e);
                 }

@@ -190,7 +190,10 @@ impl Executor {
             profiler: ProfilerSlot::default(),
             live_events: AtomicUsize::new(0),
         });
-        let spawn_err = |e: std::io::Error| DeviceError::Spawn { device: ordinal, reason: e.to_string() };
+        let spawn_err = |e: std::io::Error| DeviceError::Spawn {
+            device: ordinal,
+            reason: e.to_string(),
+        };
         let mut handles = Vec::with_capacity(workers + 2);
         let mut threads = Vec::with_capacity(workers);
         for core in 0..workers {

@@ -4,12 +4,12 @@
 use super::engine::EngineJob;
 use super::job::{run_block, Job, JobTurn};
 use super::{mark_runtime_thread, DeviceShared};
+use crate::error::TaskError;
 use crate::kernel::BlockCtx;
 use crate::profiler::{TaskKind, TaskRecord};
 use crate::stream::StreamInner;
 use crate::task::{Op, Task};
 use crate::timeline::{Registered, Wake};
-use crate::error::TaskError;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::Arc;
@@ -41,7 +41,11 @@ struct Worker {
 
 pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
     mark_runtime_thread();
-    let mut w = Worker { dev, core: core as u32, picks: 0 };
+    let mut w = Worker {
+        dev,
+        core: core as u32,
+        picks: 0,
+    };
     w.main_loop();
 }
 
@@ -128,7 +132,14 @@ impl Worker {
             job.stream.set_error(e);
         }
         if job.start_ns != 0 {
-            self.emit(&job.stream, TaskKind::Kernel, job.kernel.name(), job.blocks, job.submit_ns, job.start_ns);
+            self.emit(
+                &job.stream,
+                TaskKind::Kernel,
+                job.kernel.name(),
+                job.blocks,
+                job.submit_ns,
+                job.start_ns,
+            );
         }
         job.stream.timeline.advance(1);
     }
@@ -205,7 +216,11 @@ impl Worker {
         let kind = op.kind();
         match op {
             Op::Kernel { kernel, blocks: 1 } => {
-                let blk = BlockCtx { block_idx: 0, block_dim: 1, core_id: self.core };
+                let blk = BlockCtx {
+                    block_idx: 0,
+                    block_dim: 1,
+                    core_id: self.core,
+                };
                 if let Err(e) = run_block(&*kernel, blk) {
                     s.set_error(e);
                 }
@@ -253,7 +268,14 @@ impl Worker {
                 }
             }
             Op::Engine(engine, op) => {
-                s.dev.send_engine(engine, EngineJob { stream: s.clone(), op, submit_ns });
+                s.dev.send_engine(
+                    engine,
+                    EngineJob {
+                        stream: s.clone(),
+                        op,
+                        submit_ns,
+                    },
+                );
                 return false;
             }
         }
