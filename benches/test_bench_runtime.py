@@ -1,8 +1,7 @@
 """Launch, synchronisation and event costs, and throughput versus stream count."""
 
-import pytest
-
 import npurt
+import pytest
 from npurt import _baseline, bench
 
 N = 10_000

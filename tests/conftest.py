@@ -22,9 +22,8 @@ import threading  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
-import pytest  # noqa: E402
-
 import npurt  # noqa: E402
+import pytest  # noqa: E402
 
 # A generous timeout for waits that should finish quickly: a hang fails the test instead
 # of blocking the suite.

@@ -1,9 +1,8 @@
 """npurt.DeviceArray: creation, host round trips, views, dtypes, ordering and errors."""
 
+import npurt
 import numpy as np
 import pytest
-
-import npurt
 
 DTYPES = ["float32", "float16", "int32", "int64", "int8", "uint8", "bool"]
 

@@ -5,9 +5,8 @@ import threading
 import time
 import weakref
 
-import pytest
-
 import npurt
+import pytest
 from conftest import LONG
 
 

@@ -3,9 +3,8 @@
 import threading
 import time
 
-import pytest
-
 import npurt
+import pytest
 from conftest import LONG
 
 

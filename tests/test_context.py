@@ -3,9 +3,8 @@
 import gc
 import threading
 
-import pytest
-
 import npurt
+import pytest
 from conftest import LONG, run_in_thread
 
 

@@ -4,10 +4,9 @@ bounds checks, stream-ordered frees, and HostBuffer's numpy views."""
 import gc
 import time
 
+import npurt
 import numpy as np
 import pytest
-
-import npurt
 from conftest import LONG
 
 MIB = 1 << 20

@@ -3,11 +3,9 @@
 import threading
 import time
 
-import pytest
-
 import npurt
+import pytest
 from conftest import LONG, run_in_thread, run_python
-
 
 # ---------------------------------------------------------------- count and properties
 

@@ -4,9 +4,8 @@ import math
 import pickle
 import time
 
-import pytest
-
 import npurt
+import pytest
 from conftest import LONG
 
 # ---------------------------------------------------------------- the exception tree

@@ -4,15 +4,13 @@ determinism across worker counts."""
 
 import math
 
+import npurt
 import numpy as np
 import pytest
+from conftest import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-import npurt
-
-from conftest import run_python
 
 FAST = settings(max_examples=25, deadline=None)
 TOL = {"float32": dict(rtol=2e-6, atol=1e-6), "float16": dict(rtol=2**-9, atol=2**-13)}
@@ -379,11 +377,11 @@ def test_mlp_forward_on_two_streams():
     streams = [npurt.Stream(), npurt.Stream()]
     try:
         outs = []
-        for x, s in zip(xs, streams):
+        for x, s in zip(xs, streams, strict=False):
             with npurt.stream(s):  # operators use the current stream
                 h = npurt.gelu(npurt.to_device(x) @ W1 + B1)
                 outs.append(npurt.softmax(h @ W2 + B2, axis=-1))
-        for x, o in zip(xs, outs):
+        for x, o in zip(xs, outs, strict=False):
             want = _softmax(_gelu(x.astype(np.float64) @ w1 + b1) @ w2 + b2)
             np.testing.assert_allclose(np.asarray(o), want, rtol=1e-4, atol=1e-6)
     finally:

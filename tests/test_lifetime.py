@@ -9,9 +9,8 @@ import re
 import threading
 import warnings
 
-import pytest
-
 import npurt
+import pytest
 from conftest import LONG
 
 

@@ -5,13 +5,12 @@ import gc
 import threading
 import warnings
 
+import npurt
 import numpy as np
 import pytest
+from conftest import LONG
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import npurt
-from conftest import LONG
 
 MIB = 1 << 20
 

@@ -3,12 +3,10 @@
 import threading
 import time
 
+import npurt
 import numpy as np
 import pytest
-
-import npurt
 from conftest import LONG, run_in_thread, wait_until
-
 
 # ---------------------------------------------------------------- creation
 

@@ -13,7 +13,7 @@ import atexit as _atexit
 
 from . import _npurt, array, kernels, memory
 from .array import *  # noqa: F403
-from .array import DeviceArray, to_device
+from .array import DeviceArray, to_device  # noqa: F401  (explicit for type checkers)
 from .context import Context
 from .device import (
     Device,

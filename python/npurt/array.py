@@ -28,7 +28,7 @@ from __future__ import annotations
 import builtins as _builtins
 import math
 import numbers
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
