@@ -55,6 +55,7 @@ impl CachingPool {
             usize::MAX
         };
         let mut st = State::new(max_split, !cfg.grow);
+        st.exact_segments = cfg.large_segment.is_none();
         if !cfg.grow {
             let usable = round_down(cfg.capacity, MIN_BLOCK);
             if usable == 0 {

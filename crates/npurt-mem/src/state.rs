@@ -61,6 +61,8 @@ pub(crate) struct State {
     pub stats: PoolStats,
     pub max_split: usize,
     pub fixed: bool,
+    /// Large segments are request-sized (`PoolConfig::large_segment == None`).
+    pub exact_segments: bool,
 }
 
 #[inline]
@@ -88,6 +90,7 @@ impl State {
             stats: PoolStats::default(),
             max_split,
             fixed,
+            exact_segments: false,
         }
     }
 
@@ -126,7 +129,9 @@ impl State {
     #[inline]
     fn should_split(&self, pool: usize, bsize: usize, size: usize) -> bool {
         let rem = bsize - size;
-        if self.fixed || pool == SMALL {
+        if self.fixed || pool == SMALL || self.exact_segments {
+            // Request-sized segments: split off any remainder, so a block's allocated size
+            // stays the rounded request (the remainder is free, coalesced back on free).
             rem >= MIN_BLOCK
         } else {
             size < self.max_split && rem > SMALL_SIZE
