@@ -189,6 +189,56 @@ def overlap_table(quick: bool, reps: int) -> Dict[str, object]:
     return out
 
 
+def matmul_streams(streams: int, total: int, n: int = 256) -> float:
+    """n x n float32 matmuls per second, round-robin over `streams` streams."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = npurt.to_device(rng.standard_normal((n, n), dtype=np.float32))
+    b = npurt.to_device(rng.standard_normal((n, n), dtype=np.float32))
+    ss = [npurt.Stream() for _ in range(streams)]
+    outs = [npurt.empty((n, n), "float32", stream=s) for s in ss]
+    for s in ss:
+        s.synchronize()
+    t = time.perf_counter()
+    for i in range(total):
+        npurt.matmul(a, b, out=outs[i % streams], stream=ss[i % streams])
+    for s in ss:
+        s.synchronize()
+    dt = time.perf_counter() - t
+    want = a.to_host() @ b.to_host()
+    if not np.allclose(outs[0].to_host(), want, rtol=1e-4, atol=1e-3):
+        raise RuntimeError("npurt.matmul gave a wrong answer")
+    for s in ss:
+        s.destroy()
+    return total / dt
+
+
+def numpy_threads_matmul(threads: int, total: int, n: int = 256) -> float:
+    """Baseline: `threads` Python threads each running single-threaded numpy matmuls."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    outs = [np.empty((n, n), np.float32) for _ in range(threads)]
+
+    def work(k: int) -> None:
+        for _ in range(total // threads):
+            np.matmul(a, b, out=outs[k])
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+        t = time.perf_counter()
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+        dt = time.perf_counter() - t
+    return (total // threads) * threads / dt
+
+
 def check_correctness() -> None:
     """A fast wrong answer must not pass: order, waits and timing are checked once."""
     s1, s2 = npurt.Stream(), npurt.Stream()
@@ -244,6 +294,18 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
     for s in stream_counts:
         tput[s] = _repeat(lambda s=s: streams_throughput(s, kernel_s, total), reps, f"{s} streams")
     rows["busy_1ms_kernels_per_s_by_streams"] = tput
+    try:
+        mm_total = 400 if quick else 2000
+        mm = {}
+        for s in stream_counts:
+            mm[s] = _repeat(lambda s=s: matmul_streams(s, mm_total), reps, f"matmul {s} streams")
+        rows["matmul256_per_s_by_streams"] = mm
+        for k in (1, 2):
+            rows[f"baseline_numpy_{k}_threads_matmul256_per_s"] = _repeat(
+                lambda k=k: numpy_threads_matmul(k, mm_total), reps, f"numpy matmul {k} threads"
+            )
+    except ImportError as e:
+        res.setdefault("skipped_early", []).append(f"matmul workloads: {e}")
     skipped = []
     try:
         _baseline.PoclRunner()
@@ -260,7 +322,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
         except ImportError as e:
             skipped.append(f"memory workloads: {e}")
     res["results"] = rows
-    res["skipped"] = skipped
+    res["skipped"] = skipped + res.pop("skipped_early", [])
     return res
 
 
@@ -289,6 +351,15 @@ def report(res: Dict[str, object]) -> str:
     cores = npurt.get_config()["worker_threads"]
     for s, st in tput.items():
         lines.append(f"{s:8d} {st['median']:20,.0f} {st['median'] / base:7.2f}x {min(s, cores):5d}x")
+    if "matmul256_per_s_by_streams" in r:
+        mm = r["matmul256_per_s_by_streams"]
+        n1 = r["baseline_numpy_1_threads_matmul256_per_s"]["median"]
+        n2 = r["baseline_numpy_2_threads_matmul256_per_s"]["median"]
+        lines += ["", f"{'streams':>8} {'256^2 matmuls/s':>20} {'vs S=1':>8} {'vs numpy 2 threads':>20}"]
+        m1 = mm[min(mm)]["median"]
+        for s, st in mm.items():
+            lines.append(f"{s:8d} {st['median']:20,.0f} {st['median'] / m1:7.2f}x {st['median'] / n2:19.2f}x")
+        lines.append(f"  numpy, single-threaded BLAS: 1 thread {n1:,.0f}/s, 2 threads {n2:,.0f}/s")
     if "overlap_seconds_by_streams" in r:
         ov = r["overlap_seconds_by_streams"]
         one = ov["1"]["median"]
