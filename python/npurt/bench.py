@@ -23,13 +23,26 @@ import platform
 import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
 import npurt
 
 from . import _baseline, _membench
+from ._workloads import (
+    baseline_launch_rate,
+    baseline_round_trip_us,
+    check_correctness,
+    event_hop_us,
+    launch_rate,
+    matmul_streams,
+    numpy_threads_matmul,
+    overlap,
+    pocl_launch_rate,
+    pocl_round_trip_us,
+    round_trip_us,
+    streams_throughput,
+)
 
 
 def _stats(samples: List[float]) -> Dict[str, float]:
@@ -49,218 +62,12 @@ def _repeat(fn: Callable[[], float], reps: int, label: str = "") -> Dict[str, fl
     return _stats(samples)
 
 
-def launch_rate(n: int) -> float:
-    """Empty kernels launched and run per second on one stream (launch + execution)."""
-    s = npurt.Stream()
-    empty = npurt.kernels.empty
-    t = time.perf_counter()
-    for _ in range(n):
-        empty(stream=s)
-    s.synchronize()
-    dt = time.perf_counter() - t
-    s.destroy()
-    return n / dt
-
-
-def baseline_launch_rate(n: int) -> float:
-    s = _baseline.PyStream()
-    nop = _baseline.nop
-    t = time.perf_counter()
-    for _ in range(n):
-        s.launch(nop)
-    s.synchronize()
-    dt = time.perf_counter() - t
-    s.close()
-    return n / dt
-
-
-def pocl_launch_rate(n: int) -> float:
-    r = _baseline.PoclRunner()
-    launch = r.launch
-    t = time.perf_counter()
-    for _ in range(n):
-        launch()
-    r.synchronize()
-    return n / (time.perf_counter() - t)
-
-
-def pocl_round_trip_us(n: int) -> float:
-    r = _baseline.PoclRunner()
-    lat = []
-    for _ in range(n):
-        t = time.perf_counter()
-        r.launch()
-        r.synchronize()
-        lat.append(time.perf_counter() - t)
-    return statistics.median(lat) * 1e6
-
-
-def round_trip_us(n: int) -> float:
-    """Median of submit + synchronize of one empty kernel, in microseconds."""
-    s = npurt.Stream()
-    empty, sync, clock = npurt.kernels.empty, s.synchronize, time.perf_counter
-    lat = []
-    for _ in range(n):
-        t = clock()
-        empty(stream=s)
-        sync()
-        lat.append(clock() - t)
-    s.destroy()
-    return statistics.median(lat) * 1e6
-
-
-def baseline_round_trip_us(n: int) -> float:
-    s = _baseline.PyStream()
-    lat = []
-    for _ in range(n):
-        t = time.perf_counter()
-        s.launch(_baseline.nop)
-        s.synchronize()
-        lat.append(time.perf_counter() - t)
-    s.close()
-    return statistics.median(lat) * 1e6
-
-
-def event_hop_us(n: int) -> float:
-    """Kernel on stream A, record, stream B waits on the event, kernel on B, sync B."""
-    a, b = npurt.Stream(), npurt.Stream()
-    ev = npurt.Event()
-    empty = npurt.kernels.empty
-    lat = []
-    for _ in range(n):
-        t = time.perf_counter()
-        empty(stream=a)
-        ev.record(a)
-        b.wait_event(ev)
-        empty(stream=b)
-        b.synchronize()
-        lat.append(time.perf_counter() - t)
-    a.destroy()
-    b.destroy()
-    return statistics.median(lat) * 1e6
-
-
-def streams_throughput(streams: int, kernel_s: float, total: int) -> float:
-    """Busy kernels (one block of `kernel_s` on one core) per second over `streams` streams."""
-    ss = [npurt.Stream() for _ in range(streams)]
-    busy = npurt.kernels.busy
-    t = time.perf_counter()
-    for i in range(total):
-        busy(kernel_s, stream=ss[i % streams])
-    for s in ss:
-        s.synchronize()
-    dt = time.perf_counter() - t
-    for s in ss:
-        s.destroy()
-    return total / dt
-
-
-def overlap(streams: int, chunks: int, chunk_bytes: int, kernel_s: float) -> float:
-    """H2D copy -> compute (a busy kernel) -> D2H copy over `chunks` chunks, round-robin on
-    `streams` streams; events order each chunk's steps. Returns seconds for the pipeline."""
-    ss = [npurt.Stream() for _ in range(streams)]
-    host_in = [npurt.malloc_host(chunk_bytes) for _ in range(streams)]
-    host_out = [npurt.malloc_host(chunk_bytes) for _ in range(streams)]
-    dev = [npurt.malloc(chunk_bytes) for _ in range(streams)]
-    for h in host_in:
-        npurt.memset(h, 3)
-    t = time.perf_counter()
-    for c in range(chunks):
-        i = c % streams
-        s = ss[i]
-        npurt.memcpy_async(dev[i], host_in[i], s)
-        npurt.kernels.busy(kernel_s, stream=s)
-        npurt.memcpy_async(host_out[i], dev[i], s)
-    for s in ss:
-        s.synchronize()
-    dt = time.perf_counter() - t
-    for b in host_in + host_out + dev:
-        b.free()
-    for s in ss:
-        s.destroy()
-    return dt
-
-
 def overlap_table(quick: bool, reps: int) -> Dict[str, object]:
     chunks, chunk_bytes, kernel_s = (16 if quick else 64), 8 << 20, 0.002
     out: Dict[str, object] = {"chunks": chunks, "chunk_bytes": chunk_bytes, "kernel_s": kernel_s}
     for s in (1, 2, 4):
         out[str(s)] = _repeat(lambda s=s: overlap(s, chunks, chunk_bytes, kernel_s), reps, f"overlap S={s}")
     return out
-
-
-def matmul_streams(streams: int, total: int, n: int = 256) -> float:
-    """n x n float32 matmuls per second, round-robin over `streams` streams."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    a = npurt.to_device(rng.standard_normal((n, n), dtype=np.float32))
-    b = npurt.to_device(rng.standard_normal((n, n), dtype=np.float32))
-    ss = [npurt.Stream() for _ in range(streams)]
-    outs = [npurt.empty((n, n), "float32", stream=s) for s in ss]
-    for s in ss:
-        s.synchronize()
-    t = time.perf_counter()
-    for i in range(total):
-        npurt.matmul(a, b, out=outs[i % streams], stream=ss[i % streams])
-    for s in ss:
-        s.synchronize()
-    dt = time.perf_counter() - t
-    want = a.to_host() @ b.to_host()
-    if not np.allclose(outs[0].to_host(), want, rtol=1e-4, atol=1e-3):
-        raise RuntimeError("npurt.matmul gave a wrong answer")
-    for s in ss:
-        s.destroy()
-    return total / dt
-
-
-def numpy_threads_matmul(threads: int, total: int, n: int = 256) -> float:
-    """Baseline: `threads` Python threads each running single-threaded numpy matmuls."""
-    import numpy as np
-    from threadpoolctl import threadpool_limits
-
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    outs = [np.empty((n, n), np.float32) for _ in range(threads)]
-
-    def work(k: int) -> None:
-        for _ in range(total // threads):
-            np.matmul(a, b, out=outs[k])
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
-        t = time.perf_counter()
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
-        dt = time.perf_counter() - t
-    return (total // threads) * threads / dt
-
-
-def check_correctness() -> None:
-    """A fast wrong answer must not pass: order, waits and timing are checked once."""
-    s1, s2 = npurt.Stream(), npurt.Stream()
-    log: List[int] = []
-    for i in range(100):
-        s1.launch_host_func(log.append, i)
-    ev = s1.record_event()
-    s2.wait_event(ev)
-    s2.launch_host_func(lambda: log.append(-1))
-    s2.synchronize()
-    if log != list(range(100)) + [-1]:
-        raise RuntimeError(f"stream order broken: {log[:10]}...")
-    start, end = npurt.Event(timing=True), npurt.Event(timing=True)
-    start.record(s1)
-    npurt.kernels.busy(0.01, stream=s1)
-    end.record(s1)
-    end.synchronize()
-    ms = start.elapsed_time(end)
-    if not 9.0 < ms < 1000.0:
-        raise RuntimeError(f"a 10 ms kernel measured {ms} ms")
-    s1.destroy()
-    s2.destroy()
 
 
 def machine() -> Dict[str, object]:
