@@ -411,3 +411,17 @@ def test_results_do_not_depend_on_worker_count():
         assert r.returncode == 0, r.stderr
         digests.add(r.stdout.strip())
     assert len(digests) == 1
+
+
+def test_matmul_block_count_override_gives_the_same_result():
+    rng = np.random.default_rng(3)
+    a = npurt.to_device(rng.standard_normal((300, 200), dtype=np.float32))
+    b = npurt.to_device(rng.standard_normal((200, 260), dtype=np.float32))
+    want = npurt.matmul(a, b).to_host()
+    for blocks in (1, 3, 64):
+        np.testing.assert_array_equal(npurt.matmul(a, b, blocks=blocks).to_host(), want)
+    for bad in (0, -1, 70_000):
+        with pytest.raises(npurt.InvalidValueError):
+            npurt.matmul(a, b, blocks=bad)
+    with pytest.raises(npurt.InvalidTypeError):
+        npurt.matmul(a, b, blocks=1.5)

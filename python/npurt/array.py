@@ -816,9 +816,17 @@ def rms_norm(x: DeviceArray, weight: Optional[DeviceArray] = None, eps: float = 
 # -- matmul / movement ---------------------------------------------------------------
 
 
-def matmul(x1: DeviceArray, x2: DeviceArray, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
+def matmul(
+    x1: DeviceArray,
+    x2: DeviceArray,
+    out: Optional[DeviceArray] = None,
+    stream: Any = None,
+    blocks: Optional[int] = None,
+) -> DeviceArray:
     """numpy's matmul for 1-D, 2-D and 3-D operands (a batch of 1 broadcasts). Floats
-    multiply in f32, integers accumulate in i64."""
+    multiply in f32, integers accumulate in i64. ``blocks`` overrides the launch's block
+    count (default: the planner's, which splits large products over the AI cores); the
+    result is the same for any block count."""
     a, b = _arr(x1, "x1"), _arr(x2, "x2")
     if a.dtype_name != b.dtype_name:
         raise _type_error(f"matmul: dtypes {a.dtype_name} and {b.dtype_name} differ; convert one with astype()")
@@ -840,12 +848,12 @@ def matmul(x1: DeviceArray, x2: DeviceArray, out: Optional[DeviceArray] = None, 
     final = tuple(s for s in final if s is not None)
     if out is None:
         o = empty(shape, a.dtype_name, device=a.device)
-        _npurt._matmul(a._a, b._a, o._a, False, False, stream)
+        _npurt._matmul(a._a, b._a, o._a, False, False, stream, blocks)
         return o.reshape(final) if squeeze else o
     o = _arr(out, "out")
     if o.shape != final:
         raise _value_error(f"matmul: out has shape {o.shape}, expected {final}")
-    _npurt._matmul(a._a, b._a, (o.reshape(shape) if squeeze else o)._a, False, False, stream)
+    _npurt._matmul(a._a, b._a, (o.reshape(shape) if squeeze else o)._a, False, False, stream, blocks)
     return o
 
 

@@ -341,7 +341,8 @@ pub(crate) fn _norm(
 }
 
 #[pyfunction]
-#[pyo3(signature = (a, b, out, trans_a=false, trans_b=false, stream=None))]
+#[pyo3(signature = (a, b, out, trans_a=false, trans_b=false, stream=None, blocks=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn _matmul(
     py: Python<'_>,
     a: &Bound<'_, PyAny>,
@@ -350,14 +351,21 @@ pub(crate) fn _matmul(
     trans_a: bool,
     trans_b: bool,
     stream: Option<&Bound<'_, PyAny>>,
+    blocks: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let (a, b, out) = (
         &arr(a, "x1")?.get().a,
         &arr(b, "x2")?.get().a,
         &arr(out, "out")?.get().a,
     );
+    // An explicit block count keeps the tile grid; fewer blocks run more tiles each.
+    let blocks = match blocks.filter(|b| !b.is_none()) {
+        Some(b) => Some(crate::args::int_arg(b, "blocks", 1, npurt_core::stream::MAX_BLOCKS as i64)? as u32),
+        None => None,
+    };
     run(py, stream, &[a, b], out, |c| {
-        npurt_kernels::matmul(a.tensor(), b.tensor(), out.tensor(), trans_a, trans_b, c)
+        let (k, suggested) = npurt_kernels::matmul(a.tensor(), b.tensor(), out.tensor(), trans_a, trans_b, c)?;
+        Ok((k, blocks.unwrap_or(suggested)))
     })
 }
 
