@@ -34,7 +34,7 @@ pub struct Fill {
 impl Fill {
     /// Checks that the pattern tiles the range.
     pub fn new(target: FillTarget, pattern: Vec<u8>) -> Result<Self, String> {
-        if pattern.is_empty() || target.len % pattern.len() != 0 {
+        if pattern.is_empty() || !target.len.is_multiple_of(pattern.len()) {
             return Err(format!(
                 "fill pattern of {} bytes does not tile a range of {} bytes",
                 pattern.len(),

@@ -1,0 +1,119 @@
+//! The fused `out = alpha * x + y`.
+
+use super::*;
+
+struct AxpyKernel {
+    alpha: Scalar,
+    x: TensorView,
+    y: TensorView,
+    out: TensorView,
+    it: Strided<3>,
+}
+
+/// Fused `out = alpha * x + y` (one pass; for floats computed as numpy would: the product
+/// rounded, then the sum, in f32). `x`, `y` broadcast to `out`'s shape, all one dtype (not
+/// bool); `alpha` must be representable in it. `out` may be exactly `x` or `y`.
+pub fn axpy(
+    alpha: impl Into<Scalar>,
+    x: &TensorView,
+    y: &TensorView,
+    out: &TensorView,
+    cores: u32,
+) -> Result<Launch, KernelArgError> {
+    let alpha = alpha.into();
+    let dt = out.dtype();
+    if dt == DType::Bool {
+        return Err(KernelArgError::UnsupportedDType {
+            op: "axpy",
+            dtype: dt,
+            hint: "",
+        });
+    }
+    check_dtype("axpy", "x", x, dt)?;
+    check_dtype("axpy", "y", y, dt)?;
+    alpha.check_for("axpy", dt)?;
+    let xy = broadcast_shapes("axpy", x.shape(), y.shape())?;
+    let full = broadcast_shapes("axpy", &xy, out.shape())?;
+    if full != out.shape() {
+        return Err(KernelArgError::OutputShape {
+            op: "axpy",
+            expected: xy,
+            got: out.shape().to_vec(),
+        });
+    }
+    let (xb, yb) = (x.broadcast_to(out.shape())?, y.broadcast_to(out.shape())?);
+    check_output("axpy", out, &[("x", &xb), ("y", &yb)], true)?;
+    let it = Strided::new(out.shape(), [out.strides(), xb.strides(), yb.strides()]);
+    let blocks = blocks_for(it.numel(), GRAIN_ELEMENTWISE, cores);
+    Ok((
+        Arc::new(AxpyKernel {
+            alpha,
+            x: xb,
+            y: yb,
+            out: out.clone(),
+            it,
+        }),
+        blocks,
+    ))
+}
+
+impl AxpyKernel {
+    fn run<T: Elem>(&self, s: usize, e: usize) {
+        let [so, sx, sy] = self.it.inner_strides();
+        let (po, px, py) = (
+            self.out.ptr::<T>(),
+            self.x.ptr::<T>() as *const T,
+            self.y.ptr::<T>() as *const T,
+        );
+        if T::DTYPE.is_float() {
+            let a = self.alpha.to_elem::<f32>();
+            let f = move |x: T, y: T| T::from_f32(a * x.to_f32() + y.to_f32());
+            self.it.for_each_run(s, e, |off, n| {
+                // SAFETY: as in BinaryKernel::map.
+                unsafe {
+                    run2(
+                        po.wrapping_offset(off[0]),
+                        so,
+                        px.wrapping_offset(off[1]),
+                        sx,
+                        py.wrapping_offset(off[2]),
+                        sy,
+                        n,
+                        f,
+                    )
+                }
+            });
+        } else {
+            let a = self.alpha.to_elem::<i64>();
+            let f = move |x: T, y: T| T::from_i64(a.wrapping_mul(x.to_i64()).wrapping_add(y.to_i64()));
+            self.it.for_each_run(s, e, |off, n| {
+                // SAFETY: as in BinaryKernel::map.
+                unsafe {
+                    run2(
+                        po.wrapping_offset(off[0]),
+                        so,
+                        px.wrapping_offset(off[1]),
+                        sx,
+                        py.wrapping_offset(off[2]),
+                        sy,
+                        n,
+                        f,
+                    )
+                }
+            });
+        }
+    }
+}
+
+impl Kernel for AxpyKernel {
+    fn name(&self) -> &str {
+        "axpy"
+    }
+    fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
+        let (s, e) = split_aligned(blk, self.it.numel(), ALIGN);
+        if s < e {
+            dispatch_dtype!(self.out.dtype(), T => self.run::<T>(s, e));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! Casts, copies and fill.
+
+use super::*;
+
+struct CastKernel {
+    name: &'static str,
+    x: TensorView,
+    out: TensorView,
+    it: Strided<2>,
+}
+
+/// `out = x.astype(out.dtype)` (numpy's cast rules; float→int truncates toward zero and
+/// saturates out of range, NaN→0; →bool is `!= 0`), `x` broadcast to `out`'s shape. In
+/// place only with the same dtype (a no-op).
+pub fn cast(x: &TensorView, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
+    cast_impl("cast", x, out, cores)
+}
+
+/// `out[...] = x` (numpy's `copyto`), `x` broadcast to `out`'s shape, same dtype. Copying
+/// a permuted, sliced or broadcast view materialises it.
+pub fn copy(x: &TensorView, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
+    check_dtype("copy", "x", x, out.dtype())?;
+    cast_impl("copy", x, out, cores)
+}
+
+pub(crate) fn cast_impl(
+    name: &'static str,
+    x: &TensorView,
+    out: &TensorView,
+    cores: u32,
+) -> Result<Launch, KernelArgError> {
+    let xb = broadcast_into(name, x, out)?;
+    check_output(name, out, &[("x", &xb)], true)?;
+    let it = Strided::new(out.shape(), [out.strides(), xb.strides()]);
+    let blocks = blocks_for(it.numel(), GRAIN_ELEMENTWISE, cores);
+    Ok((
+        Arc::new(CastKernel {
+            name,
+            x: xb,
+            out: out.clone(),
+            it,
+        }),
+        blocks,
+    ))
+}
+
+impl CastKernel {
+    fn run<I: Elem, O: Elem>(&self, s: usize, e: usize) {
+        let [so, sx] = self.it.inner_strides();
+        let (po, px) = (self.out.ptr::<O>(), self.x.ptr::<I>() as *const I);
+        self.it.for_each_run(s, e, |off, n| {
+            // SAFETY: as in UnaryKernel::map (in place only when I == O, see check_output:
+            // same_layout requires the same dtype).
+            unsafe {
+                run1(
+                    po.wrapping_offset(off[0]),
+                    so,
+                    px.wrapping_offset(off[1]),
+                    sx,
+                    n,
+                    |v: I| v.cast::<O>(),
+                )
+            }
+        });
+    }
+}
+
+impl Kernel for CastKernel {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
+        let (s, e) = split_aligned(blk, self.it.numel(), ALIGN);
+        if s >= e {
+            return Ok(());
+        }
+        if self.x.dtype() == self.out.dtype() {
+            // A plain copy (bit patterns preserved, e.g. NaN payloads, bool bytes).
+            let [so, sx] = self.it.inner_strides();
+            if self.x.same_layout(&self.out) {
+                return Ok(()); // in place: nothing to do
+            }
+            by_size!(self.out.dtype().itemsize(), T => {
+                let (po, px) = (self.out.ptr::<T>(), self.x.ptr::<T>() as *const T);
+                self.it.for_each_run(s, e, |off, n| {
+                    // SAFETY: the views' contract; out does not overlap x (check_output:
+                    // overlap is only allowed as the same layout, handled above); blocks
+                    // own disjoint ranges.
+                    unsafe { copy_run(po.wrapping_offset(off[0]), so, px.wrapping_offset(off[1]), sx, n) }
+                });
+            });
+        } else {
+            dispatch_dtype!(self.out.dtype(), O => dispatch_dtype!(self.x.dtype(), I => self.run::<I, O>(s, e)));
+        }
+        Ok(())
+    }
+}
+
+/// `out[...] = value` (numpy's `fill`; zeros/ones/full). The value must be representable in
+/// `out`'s dtype.
+pub fn fill(out: &TensorView, value: impl Into<Scalar>, cores: u32) -> Result<Launch, KernelArgError> {
+    let value = value.into();
+    value.check_for("fill", out.dtype())?;
+    let x = scalar_view(out.dtype(), value, out.shape());
+    cast_impl("fill", &x, out, cores)
+}
+
+// ---------------------------------------------------------------------------------------
+// axpy
+// ---------------------------------------------------------------------------------------

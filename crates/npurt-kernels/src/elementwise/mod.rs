@@ -1,0 +1,418 @@
+//! Elementwise kernels: unary math, binary arithmetic with numpy broadcasting and scalar
+//! operands, casts/copies, the fused `axpy`, and fill.
+//!
+//! Blocks split the output's row-major index space into contiguous ranges (multiples of 16
+//! elements). Contiguous runs use slice loops the compiler vectorises; any other layout
+//! (transposed, strided, broadcast, negative strides) walks the strides.
+
+use crate::layout::{by_size, copy_run, Strided};
+use crate::plan::{blocks_for, GRAIN_ELEMENTWISE, GRAIN_TRANSCENDENTAL};
+use crate::tensor::{broadcast_shapes, check_dtype, check_output};
+use crate::{dispatch_dtype, math, AlignedBuffer, DType, Elem, Keep, KernelArgError, Launch, TensorView};
+use npurt_core::{BlockCtx, Kernel, KernelFault};
+use std::sync::Arc;
+
+mod axpy;
+mod binary;
+mod cast;
+mod unary;
+
+pub use axpy::axpy;
+pub use binary::binary;
+pub(crate) use cast::cast_impl;
+pub use cast::{cast, copy, fill};
+pub use unary::unary;
+
+/// Output elements per alignment unit when splitting over blocks.
+const ALIGN: usize = 16;
+
+/// The `[start, end)` range of a block over `n` elements, in whole units of `align`.
+pub(crate) fn split_aligned(blk: BlockCtx, n: usize, align: usize) -> (usize, usize) {
+    let (a, b) = blk.split(n.div_ceil(align));
+    ((a * align).min(n), (b * align).min(n))
+}
+
+/// Unary elementwise operations (output dtype = input dtype).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Exp,
+    Log,
+    Sqrt,
+    /// 1 / sqrt(x).
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    /// max(x, 0) (NaN stays NaN). Also for integers.
+    Relu,
+    /// Exact GELU, x/2·(1 + erf(x/√2)) (PyTorch's default `approximate='none'`).
+    Gelu,
+    /// GELU's tanh approximation (PyTorch's `approximate='tanh'`).
+    GeluTanh,
+    /// x·sigmoid(x).
+    Silu,
+    /// Also for integers (wrapping: abs(i8::MIN) = i8::MIN, like numpy).
+    Abs,
+    /// Also for integers (wrapping).
+    Neg,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 12] = [
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
+        UnaryOp::Silu,
+        UnaryOp::Abs,
+        UnaryOp::Neg,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Neg => "neg",
+        }
+    }
+
+    /// Whether the op is defined for `dtype` (floats: all; integers: relu, abs, neg).
+    pub fn supports(self, dtype: DType) -> bool {
+        dtype.is_float() || (dtype.is_int() && matches!(self, UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Neg))
+    }
+
+    fn transcendental(self) -> bool {
+        !matches!(
+            self,
+            UnaryOp::Relu | UnaryOp::Abs | UnaryOp::Neg | UnaryOp::Sqrt | UnaryOp::Rsqrt
+        )
+    }
+}
+
+/// Binary elementwise operations with numpy broadcasting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// True division; floats only (numpy's `divide` of integers returns floats: cast first).
+    Div,
+    /// Elementwise max; NaN propagates (numpy's `maximum`).
+    Maximum,
+    /// Elementwise min; NaN propagates (numpy's `minimum`).
+    Minimum,
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 6] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+    ];
+
+    /// numpy's function name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "subtract",
+            BinaryOp::Mul => "multiply",
+            BinaryOp::Div => "divide",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+        }
+    }
+
+    /// Floats: all; integers: all but `Div`; bool: add (or), multiply (and), maximum (or),
+    /// minimum (and).
+    pub fn supports(self, dtype: DType) -> bool {
+        match dtype {
+            d if d.is_float() => true,
+            DType::Bool => matches!(
+                self,
+                BinaryOp::Add | BinaryOp::Mul | BinaryOp::Maximum | BinaryOp::Minimum
+            ),
+            _ => self != BinaryOp::Div,
+        }
+    }
+}
+
+/// A Python-style scalar operand, converted to the tensor dtype at launch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+}
+
+impl From<f64> for Scalar {
+    fn from(v: f64) -> Self {
+        Scalar::Float(v)
+    }
+}
+impl From<f32> for Scalar {
+    fn from(v: f32) -> Self {
+        Scalar::Float(v as f64)
+    }
+}
+impl From<i64> for Scalar {
+    fn from(v: i64) -> Self {
+        Scalar::Int(v)
+    }
+}
+impl From<i32> for Scalar {
+    fn from(v: i32) -> Self {
+        Scalar::Int(v as i64)
+    }
+}
+impl From<bool> for Scalar {
+    fn from(v: bool) -> Self {
+        Scalar::Bool(v)
+    }
+}
+
+impl Scalar {
+    /// The value as an element of `T` (numpy's cast rules).
+    pub fn to_elem<T: Elem>(self) -> T {
+        match self {
+            Scalar::Float(v) => T::from_f64(v),
+            Scalar::Int(v) => T::from_i64(v),
+            Scalar::Bool(v) => T::from_i64(v as i64),
+        }
+    }
+
+    /// Checks that the value is representable in `dtype` without changing it (an integral
+    /// float for an integer dtype, in range; 0/1 for bool).
+    pub fn check_for(self, op: &'static str, dtype: DType) -> Result<(), KernelArgError> {
+        let ok = match (self, dtype) {
+            (_, d) if d.is_float() => true,
+            (Scalar::Bool(_), _) => true,
+            (Scalar::Int(v), d) => dispatch_dtype!(d, T => T::from_i64(v).to_i64() == v),
+            (Scalar::Float(v), d) => {
+                v.is_finite() && v.fract() == 0.0 && dispatch_dtype!(d, T => T::from_f64(v).to_f64() == v)
+            }
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(KernelArgError::Invalid {
+                op,
+                detail: format!("scalar {self:?} is not representable as {dtype} (cast the tensor first)"),
+            })
+        }
+    }
+}
+
+/// An operand of [`binary`]: a tensor or a scalar.
+#[derive(Debug, Clone)]
+pub enum Operand {
+    Tensor(TensorView),
+    Scalar(Scalar),
+}
+
+impl From<TensorView> for Operand {
+    fn from(t: TensorView) -> Self {
+        Operand::Tensor(t)
+    }
+}
+impl From<&TensorView> for Operand {
+    fn from(t: &TensorView) -> Self {
+        Operand::Tensor(t.clone())
+    }
+}
+impl<S: Into<Scalar>> From<S> for Operand {
+    fn from(s: S) -> Self {
+        Operand::Scalar(s.into())
+    }
+}
+
+/// A one-element buffer holding `s` as `dtype`, viewed with zero strides over `shape`.
+pub(crate) fn scalar_view(dtype: DType, s: Scalar, shape: &[usize]) -> TensorView {
+    let buf = AlignedBuffer::zeroed(dtype.itemsize());
+    let addr = buf.addr();
+    dispatch_dtype!(dtype, T => {
+        // SAFETY: the buffer is freshly allocated, 64-byte aligned, one element of T long,
+        // and not shared yet.
+        unsafe { (addr as *mut T).write(s.to_elem::<T>()) }
+    });
+    let keep: Keep = Arc::new(buf);
+    // SAFETY: every index addresses the one element, valid while `keep` lives; this view
+    // is only ever an input.
+    unsafe { TensorView::new(addr, dtype, shape.to_vec(), vec![0; shape.len()], keep) }.expect("a scalar view is valid")
+}
+
+// ---------------------------------------------------------------------------------------
+// Inner loops over one run. Validation guarantees that an output run either is exactly an
+// input run (same pointer, same stride: in-place) or does not overlap it, so the
+// contiguous paths can use slices (vectorised without runtime alias checks).
+// ---------------------------------------------------------------------------------------
+
+/// `o[i] = f(a[i])` for `n` elements with element strides `so`, `sa`.
+///
+/// # Safety
+/// The `n` strided elements of `o` are valid for writes and of `a` for reads, nothing
+/// else accesses them meanwhile, and `o`'s elements either are exactly `a`'s (same
+/// address, same stride, same type) or overlap none of them.
+#[inline(always)]
+unsafe fn run1<A: Copy + 'static, O: Copy + 'static>(
+    o: *mut O,
+    so: isize,
+    a: *const A,
+    sa: isize,
+    n: usize,
+    f: impl Fn(A) -> O,
+) {
+    if so == 1 && sa == 1 {
+        if std::ptr::eq(o as *const O as *const u8, a as *const u8)
+            && std::any::TypeId::of::<A>() == std::any::TypeId::of::<O>()
+        {
+            // SAFETY: in place: one exclusive slice over the run (contract).
+            let io = unsafe { std::slice::from_raw_parts_mut(o, n) };
+            for v in io {
+                // SAFETY: A and O are the same type (checked above).
+                *v = f(unsafe { std::mem::transmute_copy::<O, A>(v) });
+            }
+        } else {
+            // SAFETY: disjoint runs (contract).
+            let (os, xs) = unsafe { (std::slice::from_raw_parts_mut(o, n), std::slice::from_raw_parts(a, n)) };
+            for (o, &x) in os.iter_mut().zip(xs) {
+                *o = f(x);
+            }
+        }
+    } else if so == 1 && sa == 0 {
+        // SAFETY: a is readable (contract); a broadcast input never overlaps the output.
+        let v = f(unsafe { a.read() });
+        let os = unsafe { std::slice::from_raw_parts_mut(o, n) };
+        os.fill(v);
+    } else {
+        for i in 0..n as isize {
+            // SAFETY: element i of each run is in the strided range (contract); in place,
+            // element i is read before it is written.
+            unsafe { o.offset(i * so).write(f(a.offset(i * sa).read())) }
+        }
+    }
+}
+
+/// `o[i] = f(a[i], b[i])`.
+///
+/// # Safety
+/// As for [`run1`], for both inputs.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn run2<T: Copy>(
+    o: *mut T,
+    so: isize,
+    a: *const T,
+    sa: isize,
+    b: *const T,
+    sb: isize,
+    n: usize,
+    f: impl Fn(T, T) -> T,
+) {
+    let (ou, au, bu) = (o as usize, a as usize, b as usize);
+    if so == 1 && sa == 1 && sb == 1 {
+        // SAFETY (all arms): contiguous runs of n elements; the output is exactly an input
+        // run or disjoint from it (contract), so exactly one mutable slice exists and no
+        // shared slice overlaps it.
+        unsafe {
+            let os = std::slice::from_raw_parts_mut(o, n);
+            match (ou == au, ou == bu) {
+                (false, false) => {
+                    let (xs, ys) = (std::slice::from_raw_parts(a, n), std::slice::from_raw_parts(b, n));
+                    for ((o, &x), &y) in os.iter_mut().zip(xs).zip(ys) {
+                        *o = f(x, y);
+                    }
+                }
+                (true, false) => {
+                    let ys = std::slice::from_raw_parts(b, n);
+                    for (o, &y) in os.iter_mut().zip(ys) {
+                        *o = f(*o, y);
+                    }
+                }
+                (false, true) => {
+                    let xs = std::slice::from_raw_parts(a, n);
+                    for (o, &x) in os.iter_mut().zip(xs) {
+                        *o = f(x, *o);
+                    }
+                }
+                (true, true) => {
+                    for o in os.iter_mut() {
+                        *o = f(*o, *o);
+                    }
+                }
+            }
+        }
+    } else if so == 1 && sa == 1 && sb == 0 {
+        // SAFETY: as above; b is a broadcast input, never overlapping the output.
+        unsafe {
+            let y = b.read();
+            let os = std::slice::from_raw_parts_mut(o, n);
+            if ou == au {
+                for o in os.iter_mut() {
+                    *o = f(*o, y);
+                }
+            } else {
+                let xs = std::slice::from_raw_parts(a, n);
+                for (o, &x) in os.iter_mut().zip(xs) {
+                    *o = f(x, y);
+                }
+            }
+        }
+    } else if so == 1 && sa == 0 && sb == 1 {
+        // SAFETY: mirror of the arm above.
+        unsafe {
+            let x = a.read();
+            let os = std::slice::from_raw_parts_mut(o, n);
+            if ou == bu {
+                for o in os.iter_mut() {
+                    *o = f(x, *o);
+                }
+            } else {
+                let ys = std::slice::from_raw_parts(b, n);
+                for (o, &y) in os.iter_mut().zip(ys) {
+                    *o = f(x, y);
+                }
+            }
+        }
+    } else {
+        for i in 0..n as isize {
+            // SAFETY: element i of each run is in its strided range (contract).
+            unsafe {
+                o.offset(i * so)
+                    .write(f(a.offset(i * sa).read(), b.offset(i * sb).read()))
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Unary
+// ---------------------------------------------------------------------------------------
+
+/// `t` broadcast to `out`'s shape, or the error numpy would give.
+fn broadcast_into(op: &'static str, t: &TensorView, out: &TensorView) -> Result<TensorView, KernelArgError> {
+    let full = broadcast_shapes(op, t.shape(), out.shape())?;
+    if full != out.shape() {
+        return Err(KernelArgError::OutputShape {
+            op,
+            expected: full,
+            got: out.shape().to_vec(),
+        });
+    }
+    t.broadcast_to(out.shape())
+}

@@ -1,0 +1,122 @@
+//! Unary elementwise math (`exp`, `log`, `relu`, ...).
+
+use super::*;
+
+struct UnaryKernel {
+    op: UnaryOp,
+    x: TensorView,
+    out: TensorView,
+    it: Strided<2>,
+}
+
+/// `out = op(x)`; `x` is broadcast to `out`'s shape; same dtype; `out` may be `x` itself.
+pub fn unary(op: UnaryOp, x: &TensorView, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
+    let name = op.name();
+    check_dtype(name, "x", x, out.dtype())?;
+    if !op.supports(x.dtype()) {
+        let hint = if x.dtype().is_float() {
+            ""
+        } else {
+            " (cast to a float dtype first)"
+        };
+        return Err(KernelArgError::UnsupportedDType {
+            op: name,
+            dtype: x.dtype(),
+            hint,
+        });
+    }
+    let xb = broadcast_into(name, x, out)?;
+    check_output(name, out, &[("x", &xb)], true)?;
+    let it = Strided::new(out.shape(), [out.strides(), xb.strides()]);
+    let grain = if op.transcendental() {
+        GRAIN_TRANSCENDENTAL
+    } else {
+        GRAIN_ELEMENTWISE
+    };
+    let blocks = blocks_for(it.numel(), grain, cores);
+    Ok((
+        Arc::new(UnaryKernel {
+            op,
+            x: xb,
+            out: out.clone(),
+            it,
+        }),
+        blocks,
+    ))
+}
+
+impl UnaryKernel {
+    /// [`UnaryKernel::run`], compiled for AVX2+FMA when the CPU has them (same results:
+    /// the compiler never fuses a multiply and an add on its own).
+    fn run_best<T: Elem>(&self, s: usize, e: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::math::has_avx2_fma() {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2<T: Elem>(k: &UnaryKernel, s: usize, e: usize) {
+                k.run::<T>(s, e)
+            }
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            return unsafe { avx2::<T>(self, s, e) };
+        }
+        self.run::<T>(s, e)
+    }
+
+    #[inline(always)]
+    fn map<T: Elem>(&self, s: usize, e: usize, f: impl Fn(T) -> T) {
+        let [so, sx] = self.it.inner_strides();
+        let (po, px) = (self.out.ptr::<T>(), self.x.ptr::<T>() as *const T);
+        self.it.for_each_run(s, e, |off, n| {
+            // SAFETY: the views' contract makes every element they address valid; the run
+            // lies within the shapes; the output is exactly x or disjoint from it
+            // (check_output); blocks get disjoint output ranges.
+            unsafe { run1(po.wrapping_offset(off[0]), so, px.wrapping_offset(off[1]), sx, n, &f) }
+        });
+    }
+
+    #[inline(always)]
+    fn run<T: Elem>(&self, s: usize, e: usize) {
+        use UnaryOp::*;
+        #[inline(always)]
+        fn ff<T: Elem>(g: impl Fn(f32) -> f32) -> impl Fn(T) -> T {
+            move |x: T| T::from_f32(g(x.to_f32()))
+        }
+        let float = T::DTYPE.is_float();
+        match self.op {
+            Exp => self.map(s, e, ff::<T>(math::exp)),
+            Log => self.map(s, e, ff::<T>(math::log)),
+            Sqrt => self.map(s, e, ff::<T>(f32::sqrt)),
+            Rsqrt => self.map(s, e, |x: T| T::from_f32(1.0 / x.to_f32().sqrt())),
+            Tanh => self.map(s, e, ff::<T>(math::tanh)),
+            Sigmoid => self.map(s, e, ff::<T>(math::sigmoid)),
+            Gelu => self.map(s, e, ff::<T>(math::gelu_erf)),
+            GeluTanh => self.map(s, e, ff::<T>(math::gelu_tanh)),
+            Silu => self.map(s, e, ff::<T>(math::silu)),
+            Relu if float => self.map(s, e, |x: T| {
+                let v = x.to_f32();
+                T::from_f32(if v < 0.0 { 0.0 } else { v })
+            }),
+            Relu => self.map(s, e, |x: T| T::from_i64(x.to_i64().max(0))),
+            Abs if float => self.map(s, e, |x: T| T::from_f32(x.to_f32().abs())),
+            Abs => self.map(s, e, |x: T| T::from_i64(x.to_i64().wrapping_abs())),
+            Neg if float => self.map(s, e, |x: T| T::from_f32(-x.to_f32())),
+            Neg => self.map(s, e, |x: T| T::from_i64(x.to_i64().wrapping_neg())),
+        }
+    }
+}
+
+impl Kernel for UnaryKernel {
+    fn name(&self) -> &str {
+        self.op.name()
+    }
+    fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
+        let (s, e) = split_aligned(blk, self.it.numel(), ALIGN);
+        if s < e {
+            dispatch_dtype!(self.out.dtype(), T => self.run_best::<T>(s, e));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Binary
+// ---------------------------------------------------------------------------------------
