@@ -6,25 +6,9 @@ use std::sync::Arc;
 
 use npurt_mem::{CachingPool, MemError, PagePolicy, PoolConfig};
 
-const MIB: usize = 1 << 20;
+mod common;
 
-fn pool(capacity: usize) -> CachingPool {
-    CachingPool::new(PoolConfig {
-        policy: PagePolicy::NormalOnly,
-        large_segment: Some(20 << 20),
-        ..PoolConfig::new(capacity)
-    })
-    .unwrap()
-}
-
-fn kv(p: &CachingPool, key: &str) -> u64 {
-    p.stats()
-        .to_kv()
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no {key}"))
-        .1
-}
+use common::{kv, pool, MIB};
 
 #[test]
 fn capacity_is_never_exceeded_and_oom_is_typed() {

@@ -1,27 +1,11 @@
 //! Caching pool basics: reuse, split/merge, best fit, segment sizes, empty_cache, stats,
 //! typed errors for bad pointers and sizes, ACL padding.
 
-use npurt_mem::{BlockStatus, CachingPool, MemError, PageKind, PagePolicy, PoolConfig};
+use npurt_mem::{BlockStatus, MemError, PageKind};
 
-const MIB: usize = 1 << 20;
+mod common;
 
-fn pool(capacity: usize) -> CachingPool {
-    CachingPool::new(PoolConfig {
-        policy: PagePolicy::NormalOnly,
-        large_segment: Some(20 << 20),
-        ..PoolConfig::new(capacity)
-    })
-    .unwrap()
-}
-
-fn kv(p: &CachingPool, key: &str) -> u64 {
-    p.stats()
-        .to_kv()
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no {key}"))
-        .1
-}
+use common::{kv, pool, MIB};
 
 #[test]
 fn alloc_free_reuse_and_lookup() {

@@ -122,6 +122,22 @@ fn double_free(addr: usize) -> PyErr {
     to_py(npurt_mem::MemError::DoubleFree { addr }.into())
 }
 
+/// `free()` of a buffer object: frees its handle once; a second call is a double free.
+fn free_slot<B>(slot: &Mutex<Option<B>>, addr: usize, free: impl FnOnce(B) -> npurt_core::Result<()>) -> PyResult<()> {
+    match lock(slot).take() {
+        Some(b) => free(b).py_err(),
+        None => Err(double_free(addr)),
+    }
+}
+
+/// Leaving a buffer's `with` block: frees it unless that already happened (through
+/// `free()` or another handle), which is not an error here.
+fn release_slot<B>(slot: &Mutex<Option<B>>, free: impl FnOnce(B) -> npurt_core::Result<()>) {
+    if let Some(b) = lock(slot).take() {
+        let _ = free(b);
+    }
+}
+
 #[pymethods]
 impl PyDeviceBuffer {
     /// Device address of the first byte.
@@ -157,11 +173,7 @@ impl PyDeviceBuffer {
 
     /// Frees the buffer (stream-ordered). A second free raises npurt.MemoryFreeError (207002).
     fn free(&self) -> PyResult<()> {
-        let b = lock(&self.buf).take();
-        match b {
-            Some(b) => b.free().py_err(),
-            None => Err(double_free(self.addr)),
-        }
+        free_slot(&self.buf, self.addr, |b| b.free())
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -169,9 +181,7 @@ impl PyDeviceBuffer {
     }
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
-        if let Some(b) = lock(&self.buf).take() {
-            let _ = b.free(); // freed through another handle already: nothing to do
-        }
+        release_slot(&self.buf, |b| b.free());
         false
     }
 
@@ -257,11 +267,7 @@ impl PyHostBuffer {
 
     /// Frees the buffer (stream-ordered). A second free raises npurt.MemoryFreeError.
     fn free(&self) -> PyResult<()> {
-        let b = lock(&self.buf).take();
-        match b {
-            Some(b) => b.free().py_err(),
-            None => Err(double_free(self.addr)),
-        }
+        free_slot(&self.buf, self.addr, |b| b.free())
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
@@ -269,9 +275,7 @@ impl PyHostBuffer {
     }
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
-        if let Some(b) = lock(&self.buf).take() {
-            let _ = b.free();
-        }
+        release_slot(&self.buf, |b| b.free());
         false
     }
 
