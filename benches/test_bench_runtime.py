@@ -2,7 +2,7 @@
 
 import npurt
 import pytest
-from npurt import _baseline, _workloads
+from npurt import _baseline, _throughput
 
 N = 10_000
 
@@ -87,4 +87,6 @@ def test_event_hop_npurt(benchmark):
 @pytest.mark.benchmark(group="streams")
 @pytest.mark.parametrize("streams", [1, 2, 8, 64])
 def test_busy_throughput_by_streams(benchmark, streams):
-    benchmark.pedantic(_workloads.streams_throughput, args=(streams, 0.001, 64), rounds=3, iterations=1)
+    runner = _throughput.NpurtStreams(_throughput.spec("busy"), streams)
+    benchmark.pedantic(_throughput.sample, args=(runner, 64), rounds=3, iterations=1)
+    runner.close()

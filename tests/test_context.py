@@ -164,3 +164,71 @@ def test_live_counts_follow_contexts():
     del c, s, e
     gc.collect()
     assert npurt.live_counts() == before
+
+
+MiB = 1 << 20
+
+
+def test_memory_limit_per_context():
+    a = npurt.Context(memory_limit=8 * MiB)
+    b = npurt.Context()
+    try:
+        assert a.memory_limit == 8 * MiB and b.memory_limit is None
+        device_before = npurt.memory_allocated()
+        with a:
+            x = npurt.malloc(6 * MiB)
+            with pytest.raises(npurt.OutOfMemoryError) as ei:
+                npurt.malloc(3 * MiB)
+            err = ei.value
+            assert isinstance(err, MemoryError) and err.code == 207001
+            assert f"context {a.id} memory limit" in str(err) and "requested" in str(err)
+            # The context stays usable; arrays count too.
+            y = npurt.zeros((MiB // 4,), dtype="float32")  # 1 MiB
+            assert a.memory_allocated() == 7 * MiB
+            with pytest.raises(npurt.OutOfMemoryError):
+                npurt.empty((MiB,), dtype="float32")
+        with b:  # a's limit does not bind b
+            z = npurt.malloc(16 * MiB)
+        assert a.memory_allocated() == 7 * MiB and a.max_memory_allocated() == 7 * MiB
+        x.free()
+        del y
+        gc.collect()
+        assert a.memory_allocated() == 0
+        z.free()
+        assert npurt.memory_allocated() == device_before
+        a.set_memory_limit(None)
+        assert a.memory_limit is None
+        with a:
+            big = npurt.malloc(16 * MiB)
+        assert a.memory_allocated() == 0  # no limit: nothing counted
+        big.free()
+    finally:
+        a.destroy()
+        b.destroy()
+
+
+def test_memory_limit_is_released_on_exceptions():
+    a = npurt.Context(memory_limit=4 * MiB)
+    try:
+        with pytest.raises(RuntimeError):
+            with a, npurt.malloc(2 * MiB), npurt.malloc(MiB):
+                assert a.memory_allocated() == 3 * MiB
+                raise RuntimeError("boom")
+        assert a.memory_allocated() == 0
+    finally:
+        a.destroy()
+
+
+@pytest.mark.parametrize("bad", [-1, "1k", 1.5])
+def test_memory_limit_bad_values(bad):
+    with pytest.raises((npurt.InvalidValueError, npurt.InvalidTypeError)):
+        npurt.Context(memory_limit=bad)
+    c = npurt.Context()
+    try:
+        with pytest.raises((npurt.InvalidValueError, npurt.InvalidTypeError)):
+            c.set_memory_limit(bad)
+    finally:
+        c.destroy()
+    c.destroy() if c.is_alive else None
+    with pytest.raises(npurt.Error):
+        c.set_memory_limit(MiB)  # destroyed context

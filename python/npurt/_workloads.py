@@ -1,11 +1,10 @@
-"""Workloads of ``python -m npurt.bench``: launch, synchronisation, events, throughput
-versus stream count (busy kernels and 256x256 matmuls), copy/compute overlap, and their
-baselines (a pure-Python thread-per-stream runtime, PoCL, numpy). Each returns one sample."""
+"""Workloads of ``python -m npurt.bench``: launch, synchronisation, events, copy/compute
+overlap, and their baselines (a pure-Python thread-per-stream runtime, PoCL). Each returns
+one sample. Throughput versus stream count lives in ``_throughput``."""
 
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from typing import List
 
@@ -105,21 +104,6 @@ def event_hop_us(n: int) -> float:
     return statistics.median(lat) * 1e6
 
 
-def streams_throughput(streams: int, kernel_s: float, total: int) -> float:
-    """Busy kernels (one block of `kernel_s` on one core) per second over `streams` streams."""
-    ss = [npurt.Stream() for _ in range(streams)]
-    busy = npurt.kernels.busy
-    t = time.perf_counter()
-    for i in range(total):
-        busy(kernel_s, stream=ss[i % streams])
-    for s in ss:
-        s.synchronize()
-    dt = time.perf_counter() - t
-    for s in ss:
-        s.destroy()
-    return total / dt
-
-
 def overlap(streams: int, chunks: int, chunk_bytes: int, kernel_s: float) -> float:
     """H2D copy -> compute (a busy kernel) -> D2H copy over `chunks` chunks, round-robin on
     `streams` streams; events order each chunk's steps. Returns seconds for the pipeline."""
@@ -144,57 +128,6 @@ def overlap(streams: int, chunks: int, chunk_bytes: int, kernel_s: float) -> flo
     for s in ss:
         s.destroy()
     return dt
-
-
-def matmul_streams(streams: int, total: int, n: int = 256) -> float:
-    """n x n float32 matmuls (one block each, as the issue's workload) per second,
-    round-robin over `streams` streams."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    a = npurt.to_device(rng.standard_normal((n, n), dtype=np.float32))
-    b = npurt.to_device(rng.standard_normal((n, n), dtype=np.float32))
-    ss = [npurt.Stream() for _ in range(streams)]
-    outs = [npurt.empty((n, n), "float32", stream=s) for s in ss]
-    for s in ss:
-        s.synchronize()
-    t = time.perf_counter()
-    for i in range(total):
-        npurt.matmul(a, b, out=outs[i % streams], stream=ss[i % streams], blocks=1)
-    for s in ss:
-        s.synchronize()
-    dt = time.perf_counter() - t
-    want = a.to_host() @ b.to_host()
-    if not np.allclose(outs[0].to_host(), want, rtol=1e-4, atol=1e-3):
-        raise RuntimeError("npurt.matmul gave a wrong answer")
-    for s in ss:
-        s.destroy()
-    return total / dt
-
-
-def numpy_threads_matmul(threads: int, total: int, n: int = 256) -> float:
-    """Baseline: `threads` Python threads each running single-threaded numpy matmuls."""
-    import numpy as np
-    from threadpoolctl import threadpool_limits
-
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    outs = [np.empty((n, n), np.float32) for _ in range(threads)]
-
-    def work(k: int) -> None:
-        for _ in range(total // threads):
-            np.matmul(a, b, out=outs[k])
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
-        t = time.perf_counter()
-        for th in ts:
-            th.start()
-        for th in ts:
-            th.join()
-        dt = time.perf_counter() - t
-    return (total // threads) * threads / dt
 
 
 def check_correctness() -> None:

@@ -4,11 +4,12 @@
 
 use crate::error::{DeviceError, Error, Result};
 use crate::executor::DeviceShared;
+use crate::memory::CtxQuota;
 use crate::stream::{Stream, StreamInner, LOWEST_PRIORITY};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
 static LIVE_CONTEXTS: AtomicUsize = AtomicUsize::new(0);
@@ -27,6 +28,8 @@ pub struct ContextInner {
     draining: Mutex<Vec<Arc<StreamInner>>>,
     alive: AtomicBool,
     explicit: bool,
+    /// Memory limit of the context, created when one is first set.
+    pub(crate) quota: OnceLock<Arc<CtxQuota>>,
 }
 
 impl Drop for ContextInner {
@@ -54,6 +57,7 @@ impl ContextInner {
             draining: Mutex::new(Vec::new()),
             alive: AtomicBool::new(true),
             explicit,
+            quota: OnceLock::new(),
         })
     }
 
@@ -162,6 +166,30 @@ impl Context {
     }
     pub fn is_alive(&self) -> bool {
         self.0.is_alive()
+    }
+
+    /// Limits the device memory allocated in this context (`None` removes the limit).
+    /// Counted are the block sizes (512-byte rounded) of buffers allocated while this
+    /// context is current and a limit is set; going over is OutOfMemory (207001) and the
+    /// context stays usable. Set it before allocating: buffers made earlier are not counted.
+    pub fn set_memory_limit(&self, limit: Option<usize>) -> Result<()> {
+        self.0.check()?;
+        if limit.is_none() && self.0.quota.get().is_none() {
+            return Ok(());
+        }
+        let id = self.0.id;
+        self.0.quota.get_or_init(|| CtxQuota::new(id)).set_limit(limit);
+        Ok(())
+    }
+
+    /// The context's memory limit, if any.
+    pub fn memory_limit(&self) -> Option<usize> {
+        self.0.quota.get().and_then(|q| q.limit())
+    }
+
+    /// Bytes allocated in this context and counted against its limit, and their peak.
+    pub fn memory_charged(&self) -> (usize, usize) {
+        self.0.quota.get().map_or((0, 0), |q| (q.used(), q.peak()))
     }
 
     /// The context's default stream.

@@ -370,3 +370,51 @@ fn async_copies_from_rust_memory_are_staged() {
     assert!(memory::memcpy_async_from_slice(&d, &[], &s).is_err());
     s.destroy(false).unwrap();
 }
+
+#[test]
+fn context_memory_limits_are_separate_and_released() {
+    let _g = serial();
+    let m = mem0();
+    let dev = runtime::use_device(0).unwrap();
+    let (a, b) = (dev.create_context().unwrap(), dev.create_context().unwrap());
+    a.set_memory_limit(Some(8 * MIB)).unwrap();
+    assert_eq!(a.memory_limit(), Some(8 * MIB));
+    assert_eq!(b.memory_limit(), None);
+    npurt_core::current::push_context(&a);
+    let x = memory::malloc(6 * MIB, PagePolicy::HugeFirst).unwrap();
+    // malloc_on is outside context limits.
+    drop(memory::malloc_on(&m, 3 * MIB, PagePolicy::HugeFirst).unwrap());
+    let e = memory::malloc(3 * MIB, PagePolicy::HugeFirst).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfMemory);
+    assert_eq!(e.acl().code, 207001);
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("context {} memory limit", a.id())) && msg.contains("largest free"),
+        "{msg}"
+    );
+    assert_eq!(a.memory_charged(), (6 * MIB, 6 * MIB));
+    // The refused request left nothing behind, and the context is still usable.
+    let y = memory::malloc(2 * MIB, PagePolicy::NormalOnly).unwrap();
+    assert_eq!(a.memory_charged().0, 8 * MIB);
+    npurt_core::current::pop_context();
+    // Another context on the same device is not limited by `a`'s limit.
+    npurt_core::current::push_context(&b);
+    let z = memory::malloc(16 * MIB, PagePolicy::HugeFirst).unwrap();
+    npurt_core::current::pop_context();
+    // Frees give the room back, also when the last handle drops on another thread.
+    let x2 = x.clone();
+    std::thread::spawn(move || drop(x2)).join().unwrap();
+    assert_eq!(a.memory_charged().0, 8 * MIB, "a clone still holds the buffer");
+    drop(x);
+    drop(y);
+    assert_eq!(a.memory_charged(), (0, 8 * MIB));
+    a.set_memory_limit(None).unwrap();
+    npurt_core::current::push_context(&a);
+    let big = memory::malloc(16 * MIB, PagePolicy::HugeFirst).unwrap();
+    npurt_core::current::pop_context();
+    assert_eq!(a.memory_charged().0, 0, "no limit: nothing is counted");
+    drop((big, z));
+    a.destroy().unwrap();
+    b.destroy().unwrap();
+    assert!(a.set_memory_limit(Some(MIB)).is_err(), "destroyed context");
+}

@@ -149,61 +149,40 @@ impl Elem for f32 {
     }
 }
 
-impl Elem for f16 {
-    const DTYPE: DType = DType::F16;
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        f16::from_f32(v)
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        f16::to_f64(self)
-    }
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        f16::from_f64(v)
-    }
-    #[inline(always)]
-    fn to_i64(self) -> i64 {
-        f16::to_f32(self) as i64
-    }
-    #[inline(always)]
-    fn from_i64(v: i64) -> Self {
-        f16::from_f64(v as f64)
-    }
+/// f16 and bf16: conversions through the `half` crate (same code, two types).
+macro_rules! half_elem {
+    ($t:ty, $d:expr) => {
+        impl Elem for $t {
+            const DTYPE: DType = $d;
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                <$t>::to_f32(self)
+            }
+            #[inline(always)]
+            fn from_f32(v: f32) -> Self {
+                <$t>::from_f32(v)
+            }
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                <$t>::from_f64(v)
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                <$t>::to_f32(self) as i64
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                <$t>::from_f64(v as f64)
+            }
+        }
+    };
 }
-
-impl Elem for bf16 {
-    const DTYPE: DType = DType::BF16;
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        bf16::to_f32(self)
-    }
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        bf16::from_f32(v)
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        bf16::to_f64(self)
-    }
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        bf16::from_f64(v)
-    }
-    #[inline(always)]
-    fn to_i64(self) -> i64 {
-        bf16::to_f32(self) as i64
-    }
-    #[inline(always)]
-    fn from_i64(v: i64) -> Self {
-        bf16::from_f64(v as f64)
-    }
-}
+half_elem!(f16, DType::F16);
+half_elem!(bf16, DType::BF16);
 
 macro_rules! int_elem {
     ($t:ty, $d:expr) => {
@@ -269,48 +248,6 @@ impl Elem for Bool8 {
     }
 }
 
-/// Runs `$body` with `$T` bound to the Rust element type of `$dt`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! dispatch_dtype {
-    ($dt:expr, $T:ident => $body:expr) => {
-        match $dt {
-            $crate::DType::F32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $T = $crate::half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $T = $crate::half::bf16;
-                $body
-            }
-            $crate::DType::I32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::DType::I64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::DType::I8 => {
-                type $T = i8;
-                $body
-            }
-            $crate::DType::U8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::DType::Bool => {
-                type $T = $crate::Bool8;
-                $body
-            }
-        }
-    };
-}
-
 /// Like [`dispatch_dtype!`] for the float dtypes only; `$other` runs for the rest.
 #[doc(hidden)]
 #[macro_export]
@@ -330,6 +267,40 @@ macro_rules! dispatch_float {
                 $body
             }
             _ => $other,
+        }
+    };
+}
+
+/// Runs `$body` with `$T` bound to the Rust element type of `$dt`: the float arms are
+/// [`dispatch_float!`]'s, so the dtype → type table is written once per family.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! dispatch_dtype {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            dt => $crate::dispatch_float!(dt, $T => $body, _ => match dt {
+                $crate::DType::I32 => {
+                    type $T = i32;
+                    $body
+                }
+                $crate::DType::I64 => {
+                    type $T = i64;
+                    $body
+                }
+                $crate::DType::I8 => {
+                    type $T = i8;
+                    $body
+                }
+                $crate::DType::U8 => {
+                    type $T = u8;
+                    $body
+                }
+                $crate::DType::Bool => {
+                    type $T = $crate::Bool8;
+                    $body
+                }
+                $crate::DType::F32 | $crate::DType::F16 | $crate::DType::BF16 => unreachable!(),
+            }),
         }
     };
 }

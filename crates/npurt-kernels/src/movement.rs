@@ -160,6 +160,12 @@ impl Kernel for ConcatKernel {
     }
 }
 
+/// The tiled transpose kernel for `out = x` (same shape and dtype, checked by the caller)
+/// when the pair is a (batched) 2-D transpose, else `None`.
+pub(crate) fn transpose_plan(x: &TensorView, out: &TensorView, cores: u32) -> Option<Launch> {
+    TransposeKernel::plan(x, out, cores)
+}
+
 /// A (batched) 2-D transpose: collapsed dims `[B,] R, C` where `out` is contiguous along
 /// C and `x` along R. Units of work are (batch, panel of TILE rows).
 struct TransposeKernel {

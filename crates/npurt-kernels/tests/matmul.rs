@@ -250,6 +250,52 @@ fn non_contiguous_operands_and_output() {
 }
 
 #[test]
+fn gemm_bias_epilogue_into_a_transposed_output() {
+    // out is a transposed view (column stride != 1: the strided epilogue path), C a
+    // separate (m, n) tensor copied into the tile first, alpha/beta/bias all non-trivial.
+    let mut rng = Rng::new(36);
+    let (m, n, k) = (17, 26, 11);
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        let (a, ad) = random(&mut rng, dt, &[m, k], -1.0, 1.0);
+        let (b, bd) = random(&mut rng, dt, &[k, n], -1.0, 1.0);
+        let (c, cd) = random(&mut rng, dt, &[m, n], -1.0, 1.0);
+        let (bias, biasd) = random(&mut rng, dt, &[n], -1.0, 1.0);
+        let args = GemmArgs {
+            alpha: 1.5,
+            beta: -0.5,
+            ..GemmArgs::default()
+        };
+        let obuf = HostTensor::zeros(dt, &[n, m]);
+        let got = run_all(&obuf, 3.0, || {
+            gemm(
+                &v(&a),
+                &v(&b),
+                Some(&v(&c)),
+                Some(&v(&bias)),
+                &v(&obuf).mt().unwrap(),
+                args,
+                2,
+            )
+        });
+        let want: Vec<f64> = reference(
+            &ad,
+            &[m, k],
+            &bd,
+            &[k, n],
+            args,
+            Some((&cd, &[m, n])),
+            Some(&biasd),
+            &[m, n],
+        )
+        .into_iter()
+        .map(|w| store(dt, w))
+        .collect();
+        let got_logical: Vec<f64> = (0..m * n).map(|f| got[(f % n) * m + f / n]).collect();
+        check_close(dt, &got_logical, &want, k, &format!("{dt} gemm into a transposed out"));
+    }
+}
+
+#[test]
 fn degenerate_shapes() {
     let mut rng = Rng::new(35);
     // k = 0: the product is zero; with beta it is beta * C + bias.

@@ -13,7 +13,7 @@
 //!    segment whose fd can be exported to another process.
 //! 2. **Caching pool** ([`CachingPool`]): torch's CUDA/NPU caching-allocator rules:
 //!    512-byte rounding, a small pool (≤ 1 MiB, 2 MiB segments) and a large pool
-//!    (request-sized segments rounded to 2 MiB by default — less fragmentation than torch's
+//!    (request-sized, page-rounded segments by default — less fragmentation than torch's
 //!    20 MiB segments for requests up to 10 MiB, which `PoolConfig::large_segment`
 //!    restores), best fit, split, coalescing,
 //!    `max_split_size`, release of cached segments and retry before OutOfMemory, a

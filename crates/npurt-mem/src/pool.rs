@@ -24,6 +24,7 @@ pub struct CachingPool {
     pub(crate) grow: bool,
     pub(crate) large_segment: Option<usize>,
     pub(crate) hook: Option<SyncHook>,
+    pub(crate) trim_before_growth: bool,
 }
 
 impl std::fmt::Debug for CachingPool {
@@ -77,6 +78,7 @@ impl CachingPool {
             grow: cfg.grow,
             large_segment: cfg.large_segment,
             hook: cfg.sync_hook,
+            trim_before_growth: cfg.trim_before_growth,
         })
     }
 

@@ -166,7 +166,8 @@ impl State {
             b.next = r;
             b.size = size;
             self.starts.insert(raddr, r);
-            self.free.insert(&mut self.blocks, r);
+            // Into the hot cache: merging it back on free is then cheap (see freelist.rs).
+            self.free.insert_hot(&mut self.blocks, r);
         }
         let b = &mut self.blocks[i];
         b.state = BState::Allocated;

@@ -4,8 +4,13 @@
 //!
 //! With torch's 20 MiB large-pool segments the ratio is about 1.39: the working set
 //! (~50 MiB) is small against the segment size, so segment granularity dominates. npurt's
-//! default maps request-sized large segments (mappings are cheap on the CPU) and gets about
-//! 1.16, within the 1.25 target, which the test asserts.
+//! default maps request-sized (page-rounded) large segments, mappings being cheap on the
+//! CPU, and unmaps entirely free cached segments before growing past its peak footprint
+//! (`PoolConfig::trim_before_growth`): about 1.13 on the test's seed, with about 50
+//! segments mapped in 10,000 steps. One seed can be lucky, so a second test replays ten
+//! more seeds and asserts the median and the worst case (measured: median 1.12, worst
+//! 1.14; without trimming 1.17 / 1.20; with 2 MiB-rounded segments 1.32 / 1.49 over 30
+//! seeds).
 
 use npurt_mem::{CachingPool, PagePolicy, PoolConfig};
 
@@ -86,8 +91,41 @@ fn dynamic_shapes_fragmentation() {
     );
     assert_eq!(s.num_ooms, 0);
     assert!(
+        s.num_device_alloc <= 150,
+        "trimming churns: {} segments mapped",
+        s.num_device_alloc
+    );
+    assert!(
         ratio <= 1.25,
-        "reserved/allocated peak ratio {ratio:.3} is above the 1.25 target (expected about 1.16)"
+        "reserved/allocated peak ratio {ratio:.3} is above the 1.25 target (expected about 1.13)"
+    );
+}
+
+#[test]
+fn fragmentation_over_many_seeds() {
+    let mut ratios: Vec<f64> = (1..=10u64)
+        .map(|seed| {
+            let pool = CachingPool::new(PoolConfig {
+                policy: PagePolicy::NormalOnly,
+                ..PoolConfig::new(1 << 30)
+            })
+            .unwrap();
+            let (a, r) = replay(&pool, 2_000, seed * 0x9E37 + 0x5EED);
+            assert_eq!(pool.stats().num_ooms, 0);
+            r as f64 / a as f64
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = (ratios[4] + ratios[5]) / 2.0;
+    eprintln!("fragmentation over 10 seeds: {ratios:.3?}, median {median:.3}");
+    assert!(
+        median <= 1.2,
+        "median reserved/peak ratio {median:.3} above 1.2: {ratios:.3?}"
+    );
+    assert!(
+        ratios[9] <= 1.3,
+        "worst reserved/peak ratio {:.3} above 1.3: {ratios:.3?}",
+        ratios[9]
     );
 }
 

@@ -129,6 +129,7 @@ fn max_split_size_rules() {
         policy: PagePolicy::NormalOnly,
         max_split_size: 32 * MIB,
         large_segment: Some(20 << 20),
+        trim_before_growth: false, // torch's behaviour: the 40 MiB block stays cached
         ..PoolConfig::new(1 << 30)
     };
     let p = CachingPool::new(cfg).unwrap();
@@ -153,6 +154,7 @@ fn gc_threshold_releases_cached_segments() {
         policy: PagePolicy::NormalOnly,
         gc_threshold: Some(0.5),
         large_segment: Some(20 << 20),
+        trim_before_growth: false, // gc alone decides what is released
         ..PoolConfig::new(100 * MIB)
     };
     let p = CachingPool::new(cfg).unwrap();
@@ -196,4 +198,37 @@ fn sync_hook_runs_before_releasing() {
     p.free(b, vec![]).unwrap();
     assert_eq!(p.empty_cache(), 30 * MIB);
     assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn trims_free_segments_before_growing_past_the_peak() {
+    let cfg = |trim| PoolConfig {
+        policy: PagePolicy::NormalOnly,
+        trim_before_growth: trim,
+        ..PoolConfig::new(1 << 30)
+    };
+    for trim in [true, false] {
+        let p = CachingPool::new(cfg(trim)).unwrap();
+        // Three 3 MiB segments, all freed: cached, each too small for 8 MiB.
+        let small: Vec<usize> = (0..3).map(|_| p.alloc(3 * MIB, 0).unwrap()).collect();
+        for a in small {
+            p.free(a, vec![]).unwrap();
+        }
+        assert_eq!(p.reserved_bytes(), 9 * MIB);
+        let big = p.alloc(8 * MIB, 0).unwrap();
+        let s = p.stats();
+        if trim {
+            // 8 MiB fits under the 9 MiB peak once the free segments are gone.
+            assert_eq!((p.reserved_bytes(), s.num_device_free), (8 * MIB, 3));
+            assert_eq!(s.reserved_bytes[0].peak, 9 * MIB as u64);
+        } else {
+            assert_eq!((p.reserved_bytes(), s.num_device_free), (17 * MIB, 0));
+        }
+        // Below the peak nothing is trimmed: a 3 MiB request maps next to the cache.
+        let again = p.alloc(MIB + 1, 0).unwrap();
+        assert_eq!(p.stats().num_device_free, if trim { 3 } else { 0 });
+        p.free(big, vec![]).unwrap();
+        p.free(again, vec![]).unwrap();
+        p.debug_check().unwrap();
+    }
 }

@@ -2,6 +2,7 @@
 
 use crate::args::timeout_arg;
 use crate::errors::IntoPy;
+use crate::memory::opt_size_arg;
 use crate::stream::{context_for, PyStream};
 use npurt_core::{current, runtime, Context};
 use pyo3::prelude::*;
@@ -12,17 +13,56 @@ pub(crate) struct PyContext {
     c: Context,
 }
 
+impl PyContext {
+    pub(crate) fn wrap(c: Context) -> Self {
+        Self { c }
+    }
+    pub(crate) fn ctx(&self) -> &Context {
+        &self.c
+    }
+}
+
 #[pymethods]
 impl PyContext {
-    /// Creates an explicit context on `device` (the current device by default).
+    /// Creates an explicit context on `device` (the current device by default), with an
+    /// optional memory limit in bytes (see `set_memory_limit`).
     #[new]
-    #[pyo3(signature = (device=None))]
-    fn new(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    #[pyo3(signature = (device=None, *, memory_limit=None))]
+    fn new(
+        py: Python<'_>,
+        device: Option<&Bound<'_, PyAny>>,
+        memory_limit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let limit = opt_size_arg(memory_limit, "memory_limit")?;
         let id = context_for(py, device)?.device() as i64;
         let dev = py.detach(|| runtime::active_or_use(id)).py_err()?;
-        Ok(Self {
-            c: dev.create_context().py_err()?,
-        })
+        let c = dev.create_context().py_err()?;
+        c.set_memory_limit(limit).py_err()?;
+        Ok(Self { c })
+    }
+
+    /// Limits the device memory allocated while this context is current (bytes; None
+    /// removes the limit). Going over raises OutOfMemoryError (207001) naming the context;
+    /// the context stays usable. Counts buffers allocated while a limit is set.
+    fn set_memory_limit(&self, limit: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let limit = opt_size_arg(limit, "limit")?;
+        self.c.set_memory_limit(limit).py_err()
+    }
+
+    /// The memory limit in bytes, or None.
+    #[getter]
+    fn memory_limit(&self) -> Option<usize> {
+        self.c.memory_limit()
+    }
+
+    /// Bytes counted against the memory limit now.
+    fn memory_allocated(&self) -> usize {
+        self.c.memory_charged().0
+    }
+
+    /// Peak of `memory_allocated()`.
+    fn max_memory_allocated(&self) -> usize {
+        self.c.memory_charged().1
     }
 
     #[getter]

@@ -2,6 +2,7 @@
 //! releases the GIL around every blocking call and maps errors in one place (`errors.rs`);
 //! it holds no runtime logic.
 
+mod acl;
 mod args;
 mod array;
 mod context;
@@ -14,6 +15,7 @@ mod memory;
 mod mempool;
 mod memstats;
 mod stream;
+mod view;
 
 use errors::IntoPy;
 use npurt_core::{runtime, Config};
@@ -128,6 +130,16 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory::malloc, m)?)?;
     m.add_function(wrap_pyfunction!(memory::malloc_host, m)?)?;
     m.add_function(wrap_pyfunction!(mempool::_resolve, m)?)?;
+    m.add_class::<view::PyBufferView>()?;
+    m.add_function(wrap_pyfunction!(view::_view_memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(view::_view_memcpy_async, m)?)?;
+    m.add_function(wrap_pyfunction!(view::_view_memset, m)?)?;
+    m.add_function(wrap_pyfunction!(view::_view_memset_async, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_reset_device, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_set_context, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_current_context, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_clear_context, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memcpy_async, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memset, m)?)?;
@@ -145,19 +157,6 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memstats::get_per_process_memory_fraction, m)?)?;
     m.add_function(wrap_pyfunction!(memstats::host_memory_stats, m)?)?;
     m.add_function(wrap_pyfunction!(memstats::host_empty_cache, m)?)?;
-    m.add_class::<array::PyArray>()?;
-    m.add_function(wrap_pyfunction!(array::_empty, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_unary, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_binary, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_cast, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_copy, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_fill, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_axpy, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_reduce, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_softmax, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_norm, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_matmul, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_matmul_shape, m)?)?;
-    m.add_function(wrap_pyfunction!(array::_concat, m)?)?;
+    array::register(m)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use crate::copy::{py_read, py_write};
 use crate::device::device_id;
 use crate::errors::{to_py, value_error, IntoPy};
 use npurt_core::memory::{self, AnyBuffer, DeviceBuffer, DeviceMemory, HostBuffer, PagePolicy};
-use npurt_core::Error;
+use npurt_core::{current, Error};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyModule, PyTuple};
@@ -383,6 +383,10 @@ pub(crate) fn malloc(
     let policy = policy_arg(policy)?;
     let b = match device.filter(|d| !d.is_none()) {
         None => memory::malloc(n, policy),
+        // The current device by id: the current context's memory limit applies too.
+        Some(d) if current::current_context_strict().ok().map(|c| c.device()) == Some(device_id(d)? as u32) => {
+            memory::malloc(n, policy)
+        }
         Some(_) => memory::malloc_on(&memory_for(py, device)?, n, policy),
     };
     Ok(PyDeviceBuffer::wrap(b.py_err()?))

@@ -6,8 +6,11 @@
 use super::device_mem::DeviceMemory;
 use super::host::HostInner;
 use super::pool::PoolInner;
+use super::quota::CtxQuota;
 use crate::error::{BufferError, Result};
 use npurt_mem::{MemError, PageKind, Segment};
+use std::cell::RefCell;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
@@ -38,6 +41,17 @@ pub(crate) enum Owner {
     Pool(Arc<PoolInner>),
     /// A segment of its own (`NormalOnly`, or `HugeOnly` when the pool had no huge pages).
     Dedicated { _seg: Segment, guard: DedicatedGuard },
+    /// No memory: a record kept in a thread's spare list for reuse.
+    Vacant,
+}
+
+/// Spare buffer records kept per thread. Allocating the shared record of a buffer costs
+/// about as much as the pool's own alloc+free, so the last handle of a buffer gives its
+/// memory back and keeps the emptied record for the next allocation on that thread.
+const SPARES: usize = 16;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Arc<BufferInner>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The shared part of a [`DeviceBuffer`]; see the module docs.
@@ -46,6 +60,8 @@ pub struct BufferInner {
     pub(crate) nbytes: usize,
     pub(crate) owner: Owner,
     freed: AtomicBool,
+    /// The context limit this buffer's bytes are counted against, and how many.
+    charge: Option<(Arc<CtxQuota>, usize)>,
 }
 
 impl BufferInner {
@@ -54,19 +70,30 @@ impl BufferInner {
             Owner::Device(m) => m,
             Owner::Pool(p) => &p.mem,
             Owner::Dedicated { guard, .. } => &guard.mem,
+            Owner::Vacant => unreachable!("a vacant record has no handle"),
+        }
+    }
+
+    /// Gives the memory back; the record becomes vacant.
+    fn release(&mut self) {
+        if let Some((q, bytes)) = self.charge.take() {
+            q.uncharge(bytes);
+        }
+        // Every operation that captured this buffer has run and been dropped: the block is
+        // idle for all streams. `free` cannot fail for an address the pool handed out.
+        match std::mem::replace(&mut self.owner, Owner::Vacant) {
+            Owner::Device(m) => drop(m.pool.free(self.addr, Vec::new())),
+            Owner::Pool(p) => drop(p.pool.free(self.addr, Vec::new())),
+            // The segment unmaps, then the guard gives the room back.
+            Owner::Dedicated { _seg, guard } => drop((_seg, guard)),
+            Owner::Vacant => {}
         }
     }
 }
 
 impl Drop for BufferInner {
     fn drop(&mut self) {
-        // Every operation that captured this buffer has run and been dropped: the block is
-        // idle for all streams. `free` cannot fail for an address the pool handed out.
-        match &self.owner {
-            Owner::Device(m) => drop(m.pool.free(self.addr, Vec::new())),
-            Owner::Pool(p) => drop(p.pool.free(self.addr, Vec::new())),
-            Owner::Dedicated { .. } => {} // the fields unmap, then give the room back
-        }
+        self.release();
     }
 }
 
@@ -75,7 +102,25 @@ impl Drop for BufferInner {
 /// every clone (later use is a typed error); the memory returns to its pool when the last
 /// clone, including those held by queued copies, is dropped.
 #[derive(Clone)]
-pub struct DeviceBuffer(pub(crate) Arc<BufferInner>);
+pub struct DeviceBuffer(pub(crate) ManuallyDrop<Arc<BufferInner>>);
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: this is the handle's destructor; `self.0` is not used after the take.
+        let mut arc = unsafe { ManuallyDrop::take(&mut self.0) };
+        if let Some(inner) = Arc::get_mut(&mut arc) {
+            // The last handle (queued operations hold handles too): free the memory now and
+            // keep the record. If the thread is exiting or its list is full, `arc` drops.
+            inner.release();
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARES {
+                    s.push(arc);
+                }
+            });
+        }
+    }
+}
 
 impl std::fmt::Debug for DeviceBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,12 +145,34 @@ impl Eq for DeviceBuffer {}
 impl DeviceBuffer {
     #[inline]
     pub(crate) fn new(addr: usize, nbytes: usize, owner: Owner) -> Self {
-        DeviceBuffer(Arc::new(BufferInner {
+        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
+        if let Some(mut arc) = spare {
+            // Only the spare list held it, so it is unique.
+            if let Some(inner) = Arc::get_mut(&mut arc) {
+                inner.addr = addr;
+                inner.nbytes = nbytes;
+                inner.owner = owner;
+                *inner.freed.get_mut() = false;
+                inner.charge = None;
+                return DeviceBuffer(ManuallyDrop::new(arc));
+            }
+        }
+        DeviceBuffer(ManuallyDrop::new(Arc::new(BufferInner {
             addr,
             nbytes,
             owner,
             freed: AtomicBool::new(false),
-        }))
+            charge: None,
+        })))
+    }
+
+    /// Counts this (new, unshared) buffer's `bytes` against `quota` until it is released.
+    pub(crate) fn charged_to(mut self, quota: Arc<CtxQuota>, bytes: usize) -> Self {
+        match Arc::get_mut(&mut self.0) {
+            Some(inner) => inner.charge = Some((quota, bytes)),
+            None => quota.uncharge(bytes), // unreachable: a new buffer is unshared
+        }
+        self
     }
 
     /// Device address of the first byte (64-byte aligned).
@@ -149,6 +216,7 @@ impl DeviceBuffer {
             Owner::Device(m) => m.pool.lookup(self.addr()).map(|b| b.page_kind),
             Owner::Pool(p) => p.pool.lookup(self.addr()).map(|b| b.page_kind),
             Owner::Dedicated { _seg, .. } => Some(_seg.page_kind()),
+            Owner::Vacant => None,
         }
     }
 
@@ -221,7 +289,7 @@ impl sealed::Sealed for DeviceBuffer {
         Ok(Region {
             addr: self.0.addr,
             cap: self.0.nbytes,
-            keep: Keep::Device(self.0.clone()),
+            keep: Keep::Device(Arc::clone(&self.0)),
         })
     }
 }

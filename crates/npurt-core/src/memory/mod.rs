@@ -31,6 +31,8 @@ mod copy;
 mod device_mem;
 mod host;
 mod pool;
+mod quota;
+mod view;
 
 pub use buffer::{AnyBuffer, Buffer, DeviceBuffer};
 pub use copy::{
@@ -41,7 +43,10 @@ pub use device_mem::DeviceMemory;
 pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffer, Staging};
 pub use npurt_mem::{PageKind, PagePolicy, PinnedStats, PoolStats};
 pub use pool::{exit_pool, MemPool};
+pub use quota::CtxQuota;
+pub use view::BufferView;
 
+use crate::context::ContextInner;
 use crate::current;
 use crate::error::{BufferError, Result};
 use crate::runtime;
@@ -79,15 +84,43 @@ pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
 /// [`MemPool::enter`] the allocation comes from that pool whatever the policy. Zero or
 /// absurd sizes are typed errors; a request the device cannot hold is OutOfMemory (207001)
 /// with the pool's explanation.
+///
+/// The current context's memory limit ([`Context::set_memory_limit`](crate::Context::set_memory_limit))
+/// applies.
 #[inline]
 pub fn malloc(nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
     let ctx = current::current_context()?;
-    malloc_on(&ctx.0.mem, nbytes, policy)
+    malloc_in(&ctx.0, &ctx.0.mem, nbytes, policy)
 }
 
-/// [`malloc`] on the device of `mem`.
+/// [`malloc`] on the device of `mem`, outside any context's memory limit (use [`malloc`]
+/// for allocations that count against the current context's limit).
 #[inline]
 pub fn malloc_on(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    alloc_plain(mem, nbytes, policy)
+}
+
+/// Allocates on `mem` (the memory of `ctx`'s device), counted against `ctx`'s limit.
+#[inline]
+fn malloc_in(ctx: &ContextInner, mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    let Some(q) = ctx.quota.get() else {
+        return alloc_plain(mem, nbytes, policy);
+    };
+    let charged = q.charge(nbytes, || {
+        (mem.reserved_bytes() as usize, mem.pool.largest_free_block())
+    })?;
+    match alloc_plain(mem, nbytes, policy) {
+        Ok(b) if charged > 0 => Ok(b.charged_to(q.clone(), charged)),
+        Ok(b) => Ok(b),
+        Err(e) => {
+            q.uncharge(charged);
+            Err(e)
+        }
+    }
+}
+
+#[inline]
+fn alloc_plain(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
     mem.check_alive()?;
     if let Some(p) = pool::routed(mem.device) {
         return p.alloc(nbytes);

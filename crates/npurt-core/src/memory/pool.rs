@@ -14,13 +14,26 @@ use npurt_mem::align::round_down;
 use npurt_mem::{CachingPool, MemError, PagePolicy, PoolStats, MIN_BLOCK};
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
 static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+/// Pools entered on any thread and not yet exited: while 0, allocations skip the
+/// thread-local routing lookup.
+static ENTERED: AtomicUsize = AtomicUsize::new(0);
+
+/// This thread's entered pools, innermost last.
+struct Route(Vec<Arc<PoolInner>>);
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        // A thread that exits inside `with pool:` leaves the count right.
+        ENTERED.fetch_sub(self.0.len(), Relaxed);
+    }
+}
 
 thread_local! {
-    static ROUTE: RefCell<Vec<Arc<PoolInner>>> = const { RefCell::new(Vec::new()) };
+    static ROUTE: RefCell<Route> = const { RefCell::new(Route(Vec::new())) };
 }
 
 /// Gives the pool's room on the device back (declared after the pool, so after the unmap).
@@ -59,12 +72,12 @@ impl PoolInner {
 /// The innermost pool this thread entered for `device`, if any.
 #[inline]
 pub(crate) fn routed(device: u32) -> Option<Arc<PoolInner>> {
+    if ENTERED.load(Relaxed) == 0 {
+        return None;
+    }
     ROUTE.with(|r| {
         let r = r.borrow();
-        if r.is_empty() {
-            return None;
-        }
-        r.iter().rev().find(|p| p.mem.device == device).cloned()
+        r.0.iter().rev().find(|p| p.mem.device == device).cloned()
     })
 }
 
@@ -73,8 +86,9 @@ pub(crate) fn routed(device: u32) -> Option<Arc<PoolInner>> {
 pub fn exit_pool(id: u64) {
     ROUTE.with(|r| {
         let mut r = r.borrow_mut();
-        if let Some(pos) = r.iter().rposition(|p| p.id == id) {
-            r.remove(pos);
+        if let Some(pos) = r.0.iter().rposition(|p| p.id == id) {
+            r.0.remove(pos);
+            ENTERED.fetch_sub(1, Relaxed);
         }
     });
 }
@@ -177,7 +191,8 @@ impl MemPool {
             return Err(BufferError::PoolDestroyed { id: self.id() }.into());
         }
         self.0.mem.check_alive()?;
-        ROUTE.with(|r| r.borrow_mut().push(self.0.clone()));
+        ROUTE.with(|r| r.borrow_mut().0.push(self.0.clone()));
+        ENTERED.fetch_add(1, Relaxed);
         Ok(())
     }
 

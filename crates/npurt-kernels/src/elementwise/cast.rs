@@ -17,9 +17,16 @@ pub fn cast(x: &TensorView, out: &TensorView, cores: u32) -> Result<Launch, Kern
 }
 
 /// `out[...] = x` (numpy's `copyto`), `x` broadcast to `out`'s shape, same dtype. Copying
-/// a permuted, sliced or broadcast view materialises it.
+/// a permuted, sliced or broadcast view materialises it (a (batched) 2-D transpose with the
+/// tiled kernel of [`crate::permute`]).
 pub fn copy(x: &TensorView, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
     check_dtype("copy", "x", x, out.dtype())?;
+    if x.shape() == out.shape() && !out.same_layout(x) {
+        check_output("copy", out, &[("x", x)], false)?;
+        if let Some(l) = crate::movement::transpose_plan(x, out, cores) {
+            return Ok(l);
+        }
+    }
     cast_impl("copy", x, out, cores)
 }
 

@@ -10,6 +10,7 @@ pub fn pool(capacity: usize) -> CachingPool {
     CachingPool::new(PoolConfig {
         policy: PagePolicy::NormalOnly,
         large_segment: Some(20 << 20),
+        trim_before_growth: false,
         ..PoolConfig::new(capacity)
     })
     .unwrap()

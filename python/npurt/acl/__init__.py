@@ -1,0 +1,64 @@
+"""``npurt.acl``: a pyacl-compatible front end, so code written for the card runs by
+changing one import::
+
+    import npurt.acl as acl                      # instead of: import acl
+
+    ret = acl.init()
+    ret = acl.rt.set_device(0)
+    stream, ret = acl.rt.create_stream()
+    dev_ptr, ret = acl.rt.malloc(nbytes, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    ret = acl.rt.memcpy(dev_ptr, nbytes, host.ctypes.data, nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE)
+
+Calls return ``ret`` or ``(value..., ret)`` with ACL's integer codes and never raise for
+runtime errors; wrong argument *types* raise TypeError, as pyacl's bindings do. ACL's
+per-thread semantics are strict: a thread with no device or context set gets 107002.
+The constants (``ACL_MEMCPY_HOST_TO_DEVICE``, ``ACL_ERROR_RT_CONTEXT_NULL``...) are here
+and in ``npurt.acl.constants``. See docs/COMPAT.md for the coverage.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from . import constants, rt, util
+from .constants import *  # noqa: F403
+from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
+
+__all__ = ["constants", "finalize", "get_soc_name", "init", "rt", "util"] + constants.__all__
+
+_init_lock = threading.Lock()
+_initialized = False
+
+
+def init(config_path: str | None = None) -> int:
+    """``ret = acl.init(config_path=None)`` (``aclInit``): 100002 if already initialized;
+    a path that does not exist: 100003. The configuration file's content is ignored."""
+    global _initialized
+    if config_path is not None and not isinstance(config_path, str):
+        raise TypeError("acl.init args parse failed")
+    if config_path and not os.path.isfile(config_path):
+        return ACL_ERROR_INVALID_FILE
+    with _init_lock:
+        if _initialized:
+            return ACL_ERROR_REPEAT_INITIALIZE
+        _initialized = True
+    return ACL_SUCCESS
+
+
+def finalize() -> int:
+    """``ret = acl.finalize()`` (``aclFinalize``): 100037 if not initialized. Devices are
+    not torn down here (``acl.rt.reset_device`` does that, or process exit)."""
+    global _initialized
+    with _init_lock:
+        if not _initialized:
+            return ACL_ERROR_REPEAT_FINALIZE
+        _initialized = False
+    return ACL_SUCCESS
+
+
+def get_soc_name() -> str:
+    """``name = acl.get_soc_name()`` (``aclrtGetSocName``): npurt's SoC name."""
+    from .. import get_device_properties
+
+    return str(get_device_properties(0).get("soc_name", "npurt"))

@@ -1,0 +1,187 @@
+"""Shared machinery of ``npurt.acl``: argument parsing like pyacl's ``PyArg_ParseTuple``,
+the ``ret``-returning call wrapper, and the registries that turn integer handles and raw
+pointers back into npurt objects.
+
+* **Errors.** Runtime errors never raise: an ``npurt.Error`` (or an internal ``Fail``)
+  inside a call becomes its ACL code as ``ret``. Arguments of the wrong *type* raise
+  ``TypeError`` ("acl.rt.<name> args parse failed"), as pyacl's C bindings do when
+  ``PyArg_ParseTuple`` rejects them (hicann/runtime ``python/pyACL/rt/*.cpp``).
+* **Handles.** Contexts, streams and events are ints (fake pointers, never 0); 0 as a
+  stream means the current context's default stream, as ``NULL`` does in ACL.
+* **Pointers.** Device pointers come from ``acl.rt.malloc``; any address inside such an
+  allocation (``ptr + offset``) resolves to a checked ``npurt._npurt._BufferView``.
+  Pinned host pointers come from ``acl.rt.malloc_host``; anything else is pageable host
+  memory (``ndarray.ctypes.data``, ``acl.util.bytes_to_ptr``...).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .. import _npurt
+from ..exceptions import Error
+from . import constants as C
+
+_MASK64 = (1 << 64) - 1
+
+
+class Fail(Exception):
+    """An ACL error detected by npurt.acl itself (returned as ``ret``)."""
+
+    def __init__(self, code: int, message: str = ""):
+        super().__init__(message or str(code))
+        self.code = code
+
+
+def _as_int(x: Any, fn: str) -> int:
+    if isinstance(x, int):
+        return int(x)
+    index = getattr(type(x), "__index__", None)
+    if index is None or isinstance(x, float):
+        raise TypeError(f"acl.{fn} args parse failed")
+    return int(index(x))
+
+
+def ulong(x: Any, fn: str) -> int:
+    """pyacl's ``k``/``K``: an unsigned 64-bit int, wrapped without overflow check."""
+    return _as_int(x, fn) & _MASK64
+
+
+def cint(x: Any, fn: str) -> int:
+    """pyacl's ``i``: a signed 32-bit int (OverflowError out of range, like CPython)."""
+    v = _as_int(x, fn)
+    if not -(1 << 31) <= v < (1 << 31):
+        raise OverflowError(f"acl.{fn}: signed integer out of range")
+    return v
+
+
+def uint(x: Any, fn: str) -> int:
+    """pyacl's ``I``: an unsigned 32-bit int, wrapped."""
+    return _as_int(x, fn) & 0xFFFFFFFF
+
+
+def api(*defaults: Any) -> Callable:
+    """Wraps an ACL call: errors become ``ret`` (after ``defaults`` for the values)."""
+
+    def deco(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except (Fail, Error) as e:
+                code = int(e.code)
+            return (*defaults, code) if defaults else code
+
+        return call
+
+    return deco
+
+
+# --- handles ---------------------------------------------------------------------------
+
+_lock = threading.RLock()
+_next = itertools.count(1)
+_objects: Dict[int, Tuple[str, Any]] = {}
+_ctx_handles: Dict[int, int] = {}  # npurt context id -> handle
+_HANDLE_BASE = 0x7AC1_0000_0000
+
+
+def add_handle(kind: str, obj: Any) -> int:
+    with _lock:
+        h = _HANDLE_BASE + 64 * next(_next)
+        _objects[h] = (kind, obj)
+        return h
+
+
+def get_handle(kind: str, handle: int) -> Any:
+    entry = _objects.get(handle)
+    if entry is None or entry[0] != kind:
+        raise Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"unknown {kind} handle {handle:#x}")
+    return entry[1]
+
+
+def drop_handle(kind: str, handle: int) -> Any:
+    with _lock:
+        obj = get_handle(kind, handle)
+        del _objects[handle]
+        if kind == "context":
+            _ctx_handles.pop(obj.id, None)
+        return obj
+
+
+def context_handle(ctx: Any) -> int:
+    """The handle of an npurt.Context (registered on first sight, by context id)."""
+    with _lock:
+        h = _ctx_handles.get(ctx.id)
+        if h is None:
+            h = add_handle("context", ctx)
+            _ctx_handles[ctx.id] = h
+        return h
+
+
+def current_context() -> Any:
+    """This thread's ACL context (npurt.Context); 107002 if it has none."""
+    return _npurt._acl_current_context()
+
+
+def stream_of(handle: int) -> Any:
+    """The npurt.Stream of a handle; 0 is the current context's default stream."""
+    if handle == 0:
+        return current_context().default_stream
+    return get_handle("stream", handle)
+
+
+# --- memory ----------------------------------------------------------------------------
+
+
+class Allocations:
+    """Live allocations by base address (bisect), for interior-pointer lookups."""
+
+    def __init__(self) -> None:
+        self._bases: List[int] = []
+        self._items: Dict[int, Tuple[Any, int]] = {}
+
+    def add(self, base: int, buf: Any, size: int) -> None:
+        with _lock:
+            bisect.insort(self._bases, base)
+            self._items[base] = (buf, size)
+
+    def pop(self, base: int) -> Optional[Any]:
+        with _lock:
+            item = self._items.pop(base, None)
+            if item is None:
+                return None
+            del self._bases[bisect.bisect_left(self._bases, base)]
+            return item[0]
+
+    def find(self, ptr: int) -> Optional[Tuple[Any, int, int]]:
+        """(buffer, offset, size) of the allocation containing ``ptr``, or None."""
+        with _lock:
+            i = bisect.bisect_right(self._bases, ptr) - 1
+            if i < 0:
+                return None
+            base = self._bases[i]
+            buf, size = self._items[base]
+        return (buf, ptr - base, size) if ptr < base + size else None
+
+    def __contains__(self, base: int) -> bool:
+        return base in self._items
+
+
+device_allocs = Allocations()
+host_allocs = Allocations()
+
+
+def npurt_device_pointer(ptr: int) -> bool:
+    """True if ``ptr`` is inside a live npurt device allocation not made by acl.rt.malloc."""
+    for dev in range(_npurt.device_count()):
+        try:
+            _npurt._resolve(dev, ptr, 1)
+            return True
+        except Error:
+            continue
+    return False

@@ -1,0 +1,160 @@
+"""``acl.rt`` copies and memsets on raw pointers: ``memcpy``, ``memcpy_async``, ``memset``,
+``memset_async``.
+
+Each pointer is located first (see ``_state``): inside an ``acl.rt.malloc`` allocation
+(device), inside an ``acl.rt.malloc_host`` allocation (pinned host), or else pageable host
+memory. ``kind`` is checked like ``MemcpyKindTranslate`` (0..5, else 100000) and then, as
+ACL documents, the direction is inferred from the pointers. One check is kept: a side
+``kind`` calls *device* must be a live device allocation (107000), so a stale or wrong
+device pointer is never treated as host memory. ``count`` must be <= ``dest_max``
+(107000) and lie inside the allocations it touches (107000); freed memory: 107017.
+
+* device/pinned <-> device/pinned: npurt's copy engine (``_view_memcpy[_async]``); an
+  async copy holds both allocations until it ran, so ``free`` right after is safe.
+* pageable -> device/pinned, async: staged into pinned memory before the call returns
+  (the source may be reused at once), then copied in stream order.
+* device/pinned -> pageable, async: waits for the stream, then copies (ACL's rule for
+  pageable memory); the bytes are only defined after the stream is synchronized anyway.
+* memset: device or pinned memory only (the card's rule); pageable pointers: 107000.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Optional, Tuple
+
+from .. import _npurt
+from .. import memory as _mem
+from . import _state as S
+from . import constants as C
+
+__all__ = ["memcpy", "memcpy_async", "memset", "memset_async"]
+
+# kind -> (dst claimed device, src claimed device); None: no claim.
+_CLAIMS = {
+    C.ACL_MEMCPY_HOST_TO_HOST: (False, False),
+    C.ACL_MEMCPY_HOST_TO_DEVICE: (True, False),
+    C.ACL_MEMCPY_DEVICE_TO_HOST: (False, True),
+    C.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True),
+    C.ACL_MEMCPY_DEFAULT: (False, False),
+    C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: (True, False),
+}
+
+
+def _view(found: Tuple[Any, int, int], n: int) -> Any:
+    buf, off, _size = found
+    return _npurt._BufferView(buf, off, n)
+
+
+def _locate(ptr: int, n: int, device_claimed: bool) -> Tuple[Optional[Any], int]:
+    """(view, ptr): a checked view of npurt memory, or (None, ptr) for pageable memory."""
+    if ptr == 0:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "null pointer")
+    found = S.device_allocs.find(ptr) or S.host_allocs.find(ptr)
+    if found is not None:
+        return _view(found, n), ptr
+    if device_claimed:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not inside a live acl.rt.malloc allocation")
+    if S.npurt_device_pointer(ptr):
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is npurt device memory not from acl.rt.malloc")
+    return None, ptr
+
+
+def _prepare(fn: str, dst: Any, dest_max: Any, src: Any, count: Any, kind: Any):
+    d, dmax, s, n, k = (S.ulong(dst, fn), S.ulong(dest_max, fn), S.ulong(src, fn), S.ulong(count, fn), S.cint(kind, fn))
+    S.current_context()
+    if d == 0 or s == 0:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "null pointer")
+    claims = _CLAIMS.get(k)
+    if claims is None:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"kind {k} is not a valid aclrtMemcpyKind")
+    if n > dmax:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"count {n} exceeds dest_max {dmax}")
+    if n == 0:
+        return None
+    return _locate(d, n, claims[0]), _locate(s, n, claims[1]), n
+
+
+def _pageable_copy(d: int, dv: Optional[Any], s: int, sv: Optional[Any], n: int) -> None:
+    # Views were checked and keep their allocations mapped while referenced here.
+    dst = dv.ptr if dv is not None else d
+    src = sv.ptr if sv is not None else s
+    ctypes.memmove(dst, src, n)
+
+
+@S.api()
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> int:
+    """``ret = acl.rt.memcpy(dst, dest_max, src, count, kind)`` (``aclrtMemcpy``): copies now,
+    on the calling thread; not ordered with any stream."""
+    p = _prepare("rt.memcpy", dst, dest_max, src, count, kind)
+    if p is None:
+        return C.ACL_SUCCESS
+    (dv, d), (sv, s), n = p
+    if dv is not None and sv is not None:
+        _npurt._view_memcpy(dv, sv, n)
+    else:
+        _pageable_copy(d, dv, s, sv, n)
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream: int) -> int:
+    """``ret = acl.rt.memcpy_async(dst, dest_max, src, count, kind, stream)``: queued on the
+    stream's copy engine; the destination is defined once the stream is synchronized."""
+    fn = "rt.memcpy_async"
+    h = S.ulong(stream, fn)
+    p = _prepare(fn, dst, dest_max, src, count, kind)
+    st = S.stream_of(h)
+    if p is None:
+        return C.ACL_SUCCESS
+    (dv, d), (sv, s), n = p
+    if dv is not None and sv is not None:
+        _npurt._view_memcpy_async(dv, sv, n, st)
+    elif dv is not None:
+        staging = _mem.malloc_host(n)
+        try:
+            ctypes.memmove(staging.ptr, s, n)
+            _npurt._view_memcpy_async(dv, _npurt._BufferView(staging, 0, n), n, st)
+        finally:
+            staging.free()  # stream-ordered: the queued copy keeps it
+    else:
+        st.synchronize()
+        _pageable_copy(d, dv, s, sv, n)
+    return C.ACL_SUCCESS
+
+
+def _memset_args(fn: str, dev_ptr: Any, max_count: Any, value: Any, count: Any):
+    p, m, v, n = S.ulong(dev_ptr, fn), S.ulong(max_count, fn), S.cint(value, fn), S.ulong(count, fn)
+    S.current_context()
+    if p == 0:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "null pointer")
+    if n > m:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"count {n} exceeds max_count {m}")
+    if n == 0:
+        return None
+    found = S.device_allocs.find(p) or S.host_allocs.find(p)
+    if found is None:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{p:#x} is not acl.rt.malloc/malloc_host memory")
+    return _view(found, n), v & 0xFF, n
+
+
+@S.api()
+def memset(dev_ptr: int, max_count: int, value: int, count: int) -> int:
+    """``ret = acl.rt.memset(dev_ptr, max_count, value, count)``: sets ``count`` bytes to
+    ``value & 0xFF`` now."""
+    a = _memset_args("rt.memset", dev_ptr, max_count, value, count)
+    if a is not None:
+        _npurt._view_memset(*a)
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int) -> int:
+    """``ret = acl.rt.memset_async(dev_ptr, max_count, value, count, stream)``."""
+    fn = "rt.memset_async"
+    h = S.ulong(stream, fn)
+    a = _memset_args(fn, dev_ptr, max_count, value, count)
+    st = S.stream_of(h)
+    if a is not None:
+        _npurt._view_memset_async(*a, st)
+    return C.ACL_SUCCESS

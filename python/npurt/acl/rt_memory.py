@@ -1,0 +1,115 @@
+"""``acl.rt`` memory: ``malloc``, ``malloc_align32``, ``malloc_host``, ``free``,
+``free_host``, ``get_mem_info``.
+
+Sizes follow ``aclrtMalloc``: the allocation holds ``ALIGN_UP(size, 32) + 32`` bytes
+(``malloc_align32``: ``ALIGN_UP(size, 32)``; the 1 GB huge-page policies: no pad), so
+``ptr + size`` .. the end of the pad is still usable memory, as on the card. The start
+address is 64-byte aligned (npurt gives 512). Size 0: 100000. Policies 0..7 map to
+npurt's ``huge_first`` / ``huge_only`` / ``normal_only`` (P2P variants like their base;
+HUGE1G as huge_only); any other value behaves like ``HUGE_FIRST``, as ACL does.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from .. import memory as _mem
+from . import _state as S
+from . import constants as C
+
+__all__ = ["acl_malloc_size", "free", "free_host", "get_mem_info", "malloc", "malloc_align32", "malloc_host"]
+
+_POLICY = {
+    C.ACL_MEM_MALLOC_HUGE_FIRST: "huge_first",
+    C.ACL_MEM_MALLOC_HUGE_ONLY: "huge_only",
+    C.ACL_MEM_MALLOC_NORMAL_ONLY: "normal_only",
+    C.ACL_MEM_MALLOC_HUGE_FIRST_P2P: "huge_first",
+    C.ACL_MEM_MALLOC_HUGE_ONLY_P2P: "huge_only",
+    C.ACL_MEM_MALLOC_NORMAL_ONLY_P2P: "normal_only",
+    C.ACL_MEM_MALLOC_HUGE1G_ONLY: "huge_only",
+    C.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P: "huge_only",
+}
+_HUGE1G = (C.ACL_MEM_MALLOC_HUGE1G_ONLY, C.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P)
+_MAX_SIZE = 1 << 62
+
+
+def acl_malloc_size(size: int, pad: bool = True) -> int:
+    """Bytes ``aclrtMalloc(size)`` really allocates: ``ALIGN_UP(size, 32) + 32`` (without
+    ``pad``: ``ALIGN_UP(size, 32)``, as ``aclrtMallocAlign32``)."""
+    return (size + 31) // 32 * 32 + (32 if pad else 0)
+
+
+def _malloc(size: int, policy: int, pad: bool) -> Tuple[int, int]:
+    if size == 0 or size > _MAX_SIZE:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"size {size} must be in 1..2**62")
+    S.current_context()
+    base_policy = policy & 0xFF
+    name = _POLICY.get(base_policy, "huge_first")
+    nbytes = acl_malloc_size(size, pad and base_policy not in _HUGE1G)
+    buf = _mem.malloc(nbytes, name)
+    S.device_allocs.add(buf.ptr, buf, nbytes)
+    return buf.ptr, C.ACL_SUCCESS
+
+
+@S.api(0)
+def malloc(size: int, policy: int) -> Tuple[int, int]:
+    """``dev_ptr, ret = acl.rt.malloc(size, policy)`` (``aclrtMalloc``): device memory of
+    the current context's device; 207001 when the device cannot hold it."""
+    fn = "rt.malloc"
+    return _malloc(S.ulong(size, fn), S.cint(policy, fn), True)
+
+
+@S.api(0)
+def malloc_align32(size: int, policy: int) -> Tuple[int, int]:
+    """``dev_ptr, ret = acl.rt.malloc_align32(size, policy)``: no 32-byte pad."""
+    fn = "rt.malloc_align32"
+    return _malloc(S.ulong(size, fn), S.cint(policy, fn), False)
+
+
+@S.api(0)
+def malloc_host(size: int) -> Tuple[int, int]:
+    """``host_ptr, ret = acl.rt.malloc_host(size)`` (``aclrtMallocHost``): pinned host
+    memory, page aligned; async copies from and to it are truly asynchronous."""
+    n = S.ulong(size, "rt.malloc_host")
+    if n == 0 or n > _MAX_SIZE:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"size {n} must be in 1..2**62")
+    S.current_context()
+    buf = _mem.malloc_host(n)
+    S.host_allocs.add(buf.ptr, buf, n)
+    return buf.ptr, C.ACL_SUCCESS
+
+
+def _free(allocs: S.Allocations, ptr: int, what: str) -> int:
+    if ptr == 0:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"{what}: null pointer")
+    buf = allocs.pop(ptr)
+    if buf is None:
+        raise S.Fail(C.ACL_ERROR_RT_MEMORY_FREE, f"{what}: {ptr:#x} is not the start of a live allocation")
+    buf.free()
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def free(dev_ptr: int) -> int:
+    """``ret = acl.rt.free(dev_ptr)`` (``aclrtFree``). Stream-ordered: copies already queued
+    that use the memory still see it. Unknown, interior or already freed pointers: 207002."""
+    return _free(S.device_allocs, S.ulong(dev_ptr, "rt.free"), "free")
+
+
+@S.api()
+def free_host(host_ptr: int) -> int:
+    """``ret = acl.rt.free_host(host_ptr)`` (``aclrtFreeHost``); bad pointers: 207002."""
+    return _free(S.host_allocs, S.ulong(host_ptr, "rt.free_host"), "free_host")
+
+
+@S.api(0, 0)
+def get_mem_info(attr: int) -> Tuple[int, int, int]:
+    """``free, total, ret = acl.rt.get_mem_info(attr)`` (``aclrtGetMemInfo``): free and total
+    bytes of the current device. npurt has one kind of device memory, so every
+    ``aclrtMemAttr`` (0..17) reports it; other values: 100000."""
+    a = S.cint(attr, "rt.get_mem_info")
+    if not C.ACL_DDR_MEM <= a <= C.ACL_MEM_P2P_HUGE1G:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"attr {a} is not an aclrtMemAttr")
+    ctx = S.current_context()
+    free_b, total = _mem.mem_get_info(ctx.device)
+    return free_b, total, C.ACL_SUCCESS

@@ -1,0 +1,220 @@
+"""``acl.rt`` streams and events: ``create_stream``, ``destroy_stream``,
+``synchronize_stream[_with_timeout]``, ``stream_wait_event``, ``create_event[_with_flag]``,
+``record_event``, ``query_event[_status]``, ``synchronize_event[_with_timeout]``,
+``event_elapsed_time``, ``destroy_event``.
+
+Streams and events are npurt's own (``npurt.Stream``, ``npurt.Event``) behind integer
+handles; stream ``0`` is the current context's default stream. Timeouts are in ms (-1:
+wait forever); elapsed times are ms as a float (single precision, like pyacl's ``f``).
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from typing import Tuple
+
+from ..event import Event
+from ..stream import Stream
+from . import _state as S
+from . import constants as C
+
+__all__ = [
+    "create_event",
+    "create_event_with_flag",
+    "create_stream",
+    "create_stream_with_config",
+    "destroy_event",
+    "destroy_stream",
+    "destroy_stream_force",
+    "event_elapsed_time",
+    "query_event",
+    "query_event_status",
+    "record_event",
+    "stream_query",
+    "stream_wait_event",
+    "synchronize_event",
+    "synchronize_event_with_timeout",
+    "synchronize_stream",
+    "synchronize_stream_with_timeout",
+]
+
+_EVENT_FLAGS = (
+    C.ACL_EVENT_SYNC
+    | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS
+    | C.ACL_EVENT_TIME_LINE
+    | C.ACL_EVENT_DEVICE_USE_ONLY
+    | C.ACL_EVENT_EXTERNAL
+    | C.ACL_EVENT_IPC
+)
+_recorded: set = set()  # event handles recorded at least once
+_rec_lock = threading.Lock()
+
+
+def _timeout_s(ms: int) -> float | None:
+    if ms < -1:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, "timeout must be -1 or >= 0 ms")
+    return None if ms == -1 else ms / 1000.0
+
+
+@S.api(0)
+def create_stream() -> Tuple[int, int]:
+    """``stream, ret = acl.rt.create_stream()``: a stream in the current context (107002 if
+    the thread has none)."""
+    S.current_context()
+    return S.add_handle("stream", Stream()), C.ACL_SUCCESS
+
+
+@S.api(0)
+def create_stream_with_config(priority: int, flag: int) -> Tuple[int, int]:
+    """``stream, ret = acl.rt.create_stream_with_config(priority, flag)``: ``priority`` 0
+    (highest) .. 7; the ``ACL_STREAM_*`` flags are accepted and have no effect."""
+    prio, _ = S.cint(priority, "rt.create_stream_with_config"), S.cint(flag, "rt.create_stream_with_config")
+    S.current_context()
+    return S.add_handle("stream", Stream(priority=prio)), C.ACL_SUCCESS
+
+
+@S.api()
+def destroy_stream(stream: int) -> int:
+    """``ret = acl.rt.destroy_stream(stream)``: waits for the stream's work, then destroys it."""
+    h = S.ulong(stream, "rt.destroy_stream")
+    S.get_handle("stream", h).destroy()
+    S.drop_handle("stream", h)
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def destroy_stream_force(stream: int) -> int:
+    """``ret = acl.rt.destroy_stream_force(stream)``: drops the stream's queued work."""
+    h = S.ulong(stream, "rt.destroy_stream_force")
+    S.get_handle("stream", h).destroy(force=True)
+    S.drop_handle("stream", h)
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def synchronize_stream(stream: int) -> int:
+    """``ret = acl.rt.synchronize_stream(stream)``; a failed task's code is returned here."""
+    S.stream_of(S.ulong(stream, "rt.synchronize_stream")).synchronize()
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def synchronize_stream_with_timeout(stream: int, timeout: int) -> int:
+    """``ret = acl.rt.synchronize_stream_with_timeout(stream, timeout)``: ``timeout`` in ms,
+    -1 forever; 507046 (ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) when it passes, < -1: 107000."""
+    fn = "rt.synchronize_stream_with_timeout"
+    h, t = S.ulong(stream, fn), S.cint(timeout, fn)
+    S.stream_of(h).synchronize(_timeout_s(t))
+    return C.ACL_SUCCESS
+
+
+@S.api(C.ACL_STREAM_STATUS_NOT_READY)
+def stream_query(stream: int) -> Tuple[int, int]:
+    """``status, ret = acl.rt.stream_query(stream)``: ``ACL_STREAM_STATUS_COMPLETE`` (0) or
+    ``_NOT_READY`` (1)."""
+    done = S.stream_of(S.ulong(stream, "rt.stream_query")).query()
+    return (C.ACL_STREAM_STATUS_COMPLETE if done else C.ACL_STREAM_STATUS_NOT_READY), C.ACL_SUCCESS
+
+
+@S.api()
+def stream_wait_event(stream: int, event: int) -> int:
+    """``ret = acl.rt.stream_wait_event(stream, event)``: later work on ``stream`` waits, on
+    the device, for the work ``event`` recorded."""
+    fn = "rt.stream_wait_event"
+    s, e = S.ulong(stream, fn), S.ulong(event, fn)
+    S.stream_of(s).wait_event(S.get_handle("event", e))
+    return C.ACL_SUCCESS
+
+
+@S.api(0)
+def create_event() -> Tuple[int, int]:
+    """``event, ret = acl.rt.create_event()``: an event that can be recorded, waited on and
+    timed (``event_elapsed_time``)."""
+    S.current_context()
+    return S.add_handle("event", Event(timing=True)), C.ACL_SUCCESS
+
+
+@S.api(0)
+def create_event_with_flag(flag: int) -> Tuple[int, int]:
+    """``event, ret = acl.rt.create_event_with_flag(flag)``: timing only with
+    ``ACL_EVENT_TIME_LINE`` (0x8); unknown flag bits: 100000."""
+    f = S.uint(flag, "rt.create_event_with_flag")
+    if f & ~_EVENT_FLAGS:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"unknown event flag bits {f:#x}")
+    S.current_context()
+    return S.add_handle("event", Event(timing=bool(f & C.ACL_EVENT_TIME_LINE))), C.ACL_SUCCESS
+
+
+@S.api()
+def record_event(event: int, stream: int) -> int:
+    """``ret = acl.rt.record_event(event, stream)``: the event completes when the work
+    submitted to ``stream`` so far has run."""
+    fn = "rt.record_event"
+    e, s = S.ulong(event, fn), S.ulong(stream, fn)
+    ev, st = S.get_handle("event", e), S.stream_of(s)
+    ev.record(st)
+    with _rec_lock:
+        _recorded.add(e)
+    return C.ACL_SUCCESS
+
+
+def _complete(h: int) -> bool:
+    ev = S.get_handle("event", h)
+    with _rec_lock:
+        recorded = h in _recorded
+    return recorded and ev.query()
+
+
+@S.api(C.ACL_EVENT_RECORDED_STATUS_NOT_READY)
+def query_event_status(event: int) -> Tuple[int, int]:
+    """``status, ret = acl.rt.query_event_status(event)``:
+    ``ACL_EVENT_RECORDED_STATUS_COMPLETE`` (1) once recorded and reached, else ``_NOT_READY``
+    (0) — also for an event never recorded."""
+    done = _complete(S.ulong(event, "rt.query_event_status"))
+    return (C.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else C.ACL_EVENT_RECORDED_STATUS_NOT_READY), C.ACL_SUCCESS
+
+
+@S.api(C.ACL_EVENT_STATUS_NOT_READY)
+def query_event(event: int) -> Tuple[int, int]:
+    """``status, ret = acl.rt.query_event(event)`` (deprecated in ACL): ``ACL_EVENT_STATUS_
+    COMPLETE`` (0) or ``ACL_EVENT_STATUS_NOT_READY`` (1)."""
+    done = _complete(S.ulong(event, "rt.query_event"))
+    return (C.ACL_EVENT_STATUS_COMPLETE if done else C.ACL_EVENT_STATUS_NOT_READY), C.ACL_SUCCESS
+
+
+@S.api()
+def synchronize_event(event: int) -> int:
+    """``ret = acl.rt.synchronize_event(event)``: waits until the recorded work has run."""
+    S.get_handle("event", S.ulong(event, "rt.synchronize_event")).synchronize()
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def synchronize_event_with_timeout(event: int, timeout: int) -> int:
+    """``ret = acl.rt.synchronize_event_with_timeout(event, timeout)``: ms, -1 forever;
+    507047 (ACL_ERROR_RT_EVENT_SYNC_TIMEOUT) when it passes."""
+    fn = "rt.synchronize_event_with_timeout"
+    e, t = S.ulong(event, fn), S.cint(timeout, fn)
+    S.get_handle("event", e).synchronize(_timeout_s(t))
+    return C.ACL_SUCCESS
+
+
+@S.api(0.0)
+def event_elapsed_time(start: int, end: int) -> Tuple[float, int]:
+    """``ms, ret = acl.rt.event_elapsed_time(start, end)``: milliseconds between two recorded,
+    completed timing events (107006/507006 otherwise)."""
+    fn = "rt.event_elapsed_time"
+    a, b = S.ulong(start, fn), S.ulong(end, fn)
+    ms = S.get_handle("event", a).elapsed_time(S.get_handle("event", b))
+    return struct.unpack("f", struct.pack("f", ms))[0], C.ACL_SUCCESS
+
+
+@S.api()
+def destroy_event(event: int) -> int:
+    """``ret = acl.rt.destroy_event(event)``."""
+    h = S.ulong(event, "rt.destroy_event")
+    S.drop_handle("event", h)
+    with _rec_lock:
+        _recorded.discard(h)
+    return C.ACL_SUCCESS
