@@ -25,9 +25,14 @@ struct Hot {
 }
 
 impl Hot {
+    #[inline]
     fn remove_at(&mut self, pos: usize) -> u32 {
         let i = self.slots[pos];
-        self.slots.copy_within(pos + 1..self.len, pos);
+        // A plain loop: usually nothing to move (the newest entry is taken), and
+        // `copy_within` would call memmove even then.
+        for k in pos..self.len - 1 {
+            self.slots[k] = self.slots[k + 1];
+        }
         self.len -= 1;
         i
     }

@@ -79,6 +79,7 @@
 
 #![warn(missing_docs)]
 
+mod active;
 pub mod align;
 mod block;
 mod check;

@@ -268,6 +268,7 @@ impl CachingPool {
                 s.peak = s.current;
             }
         }
+        st.reset_active_peaks();
     }
 
     /// Resets cumulative counters (`allocated`/`freed`, retries, OOMs).

@@ -58,7 +58,16 @@ pub(crate) struct State {
     /// Sum of `usable` over segments.
     pub reserved: usize,
     pub limit: Option<usize>,
+    /// `stats.active` / `stats.active_bytes` count only *pending* blocks here (freed,
+    /// waiting for fences): active = allocated + pending is derived in [`snapshot`],
+    /// which keeps the alloc/free hot path to three statistics instead of five.
+    ///
+    /// [`snapshot`]: State::snapshot
     pub stats: PoolStats,
+    /// Peaks of active (allocated + pending) counts and bytes seen while blocks were
+    /// pending, per stat index; without pending blocks the allocation peaks are the
+    /// active peaks.
+    pub active_peak: [[u64; 3]; 2],
     pub max_split: usize,
     pub fixed: bool,
     /// Large segments are request-sized (`PoolConfig::large_segment == None`).
@@ -88,6 +97,7 @@ impl State {
             reserved: 0,
             limit: None,
             stats: PoolStats::default(),
+            active_peak: [[0; 3]; 2],
             max_split,
             fixed,
             exact_segments: false,
@@ -177,10 +187,11 @@ impl State {
         let s = &mut self.stats;
         let p = stat_idx(pool);
         stats::inc(&mut s.allocation, p, 1);
-        stats::inc(&mut s.active, p, 1);
         stats::inc(&mut s.allocated_bytes, p, bsize);
-        stats::inc(&mut s.active_bytes, p, bsize);
         stats::inc(&mut s.requested_bytes, p, requested as u64);
+        if s.active[stats::ALL].current > 0 {
+            self.bump_active_peaks(p);
+        }
         addr
     }
 
@@ -236,10 +247,15 @@ impl State {
         stats::dec(&mut s.allocated_bytes, p, size);
         stats::dec(&mut s.requested_bytes, p, req);
         let mut fences = fences;
-        fences.retain(|f| !f.is_complete());
+        if !fences.is_empty() {
+            fences.retain(|f| !f.is_complete());
+        }
         if fences.is_empty() {
             self.free_block(i);
         } else {
+            // Still active: counted as pending (see `stats`).
+            stats::inc(&mut self.stats.active, p, 1);
+            stats::inc(&mut self.stats.active_bytes, p, size);
             self.blocks[i].state = BState::Pending;
             self.pending.push(Pending { block: i, fences });
         }
@@ -248,11 +264,7 @@ impl State {
     /// Allocated/pending block `i` becomes free (tagged with its stream), coalesced.
     #[inline]
     fn free_block(&mut self, i: u32) {
-        let b = &mut self.blocks[i];
-        b.state = BState::Free;
-        let (p, size) = (stat_idx(b.pool as usize), b.size as u64);
-        stats::dec(&mut self.stats.active, p, 1);
-        stats::dec(&mut self.stats.active_bytes, p, size);
+        self.blocks[i].state = BState::Free;
         self.merge_and_insert(i, true);
     }
 
@@ -308,6 +320,10 @@ impl State {
             p.fences.retain(|f| !f.is_complete());
             if p.fences.is_empty() {
                 let p = self.pending.swap_remove(k);
+                let b = &self.blocks[p.block];
+                let (pool, size) = (stat_idx(b.pool as usize), b.size as u64);
+                stats::dec(&mut self.stats.active, pool, 1);
+                stats::dec(&mut self.stats.active_bytes, pool, size);
                 self.free_block(p.block);
             } else {
                 k += 1;
@@ -354,6 +370,8 @@ impl State {
     /// Statistics snapshot (the caller fills in config-derived fields).
     pub fn snapshot(&self) -> PoolStats {
         let mut s = self.stats.clone();
+        crate::active::derive_active(&mut s.active, &self.stats.allocation, &self.active_peak[0]);
+        crate::active::derive_active(&mut s.active_bytes, &self.stats.allocated_bytes, &self.active_peak[1]);
         s.pending_frees = self.pending.len() as u64;
         s.largest_free_block = self.largest_free() as u64;
         s.limit = self.limit.map(|l| l as u64);

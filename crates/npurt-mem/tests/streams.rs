@@ -129,3 +129,35 @@ fn mark_all_idle_coalesces_across_streams() {
     p.free(keep, vec![]).unwrap();
     p.debug_check().unwrap();
 }
+
+#[test]
+fn active_statistics_count_pending_blocks() {
+    // The pool keeps only allocated + pending counters on the hot path and derives the
+    // active ones; check every field against the definition.
+    let p = pool();
+    let a = p.alloc(3 * MIB, 1).unwrap();
+    let (f, fences) = flag();
+    p.free(a, fences).unwrap(); // pending: allocated 0, active 3 MiB
+    let b = p.alloc(3 * MIB, 1).unwrap(); // active peaks at 6 MiB, allocated at 3 MiB
+    let s = p.stats();
+    let (act, alloc) = (s.active_bytes[0], s.allocated_bytes[0]);
+    assert_eq!((alloc.current, alloc.peak), (3 * MIB as u64, 3 * MIB as u64));
+    assert_eq!((act.current, act.peak), (6 * MIB as u64, 6 * MIB as u64));
+    assert_eq!((act.allocated, act.freed), (6 * MIB as u64, 0));
+    assert_eq!((s.active[0].current, s.active[0].peak), (2, 2));
+    f.store(true, Ordering::Release);
+    p.process_pending();
+    let s = p.stats();
+    assert_eq!(s.active_bytes[0].current, 3 * MIB as u64);
+    assert_eq!(s.active_bytes[0].freed, 3 * MIB as u64, "the pending block left");
+    p.reset_peak_stats();
+    assert_eq!(p.stats().active_bytes[0].peak, 3 * MIB as u64);
+    p.free(b, vec![]).unwrap();
+    let s = p.stats();
+    assert_eq!(
+        (s.active_bytes[0].current, s.active_bytes[0].freed),
+        (0, 6 * MIB as u64)
+    );
+    assert_eq!(s.active_bytes[0].peak, 3 * MIB as u64);
+    p.debug_check().unwrap();
+}

@@ -62,6 +62,11 @@ pub struct BufferInner {
     freed: AtomicBool,
     /// The context limit this buffer's bytes are counted against, and how many.
     charge: Option<(Arc<CtxQuota>, usize)>,
+    /// The memory went back (a spare record). A spare keeps an `Owner::Device`, so the
+    /// next allocation on that device reuses the record without touching the device's
+    /// reference count; a spare can thus keep a reset device's (emptied) `DeviceMemory`
+    /// object alive until the thread allocates elsewhere or exits.
+    vacant: bool,
 }
 
 impl BufferInner {
@@ -76,18 +81,34 @@ impl BufferInner {
 
     /// Gives the memory back; the record becomes vacant.
     fn release(&mut self) {
+        if self.vacant {
+            return;
+        }
+        self.vacant = true;
         if let Some((q, bytes)) = self.charge.take() {
             q.uncharge(bytes);
         }
         // Every operation that captured this buffer has run and been dropped: the block is
         // idle for all streams. `free` cannot fail for an address the pool handed out.
+        if let Owner::Device(m) = &self.owner {
+            drop(m.pool.free(self.addr, Vec::new()));
+            return; // keep the device (see `vacant`)
+        }
         match std::mem::replace(&mut self.owner, Owner::Vacant) {
-            Owner::Device(m) => drop(m.pool.free(self.addr, Vec::new())),
             Owner::Pool(p) => drop(p.pool.free(self.addr, Vec::new())),
             // The segment unmaps, then the guard gives the room back.
             Owner::Dedicated { _seg, guard } => drop((_seg, guard)),
-            Owner::Vacant => {}
+            Owner::Device(_) | Owner::Vacant => {}
         }
+    }
+
+    /// Refills a spare record (unique, vacant).
+    #[inline]
+    fn refill(&mut self, addr: usize, nbytes: usize) {
+        self.addr = addr;
+        self.nbytes = nbytes;
+        *self.freed.get_mut() = false;
+        self.vacant = false;
     }
 }
 
@@ -95,6 +116,12 @@ impl Drop for BufferInner {
     fn drop(&mut self) {
         self.release();
     }
+}
+
+/// A spare record of this thread, if any (unique: only the spare list held it).
+#[inline]
+fn take_spare() -> Option<Arc<BufferInner>> {
+    SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten()
 }
 
 /// Device memory (AscendCL `aclrtMalloc`). Cloning the handle does not copy memory: all
@@ -145,24 +172,41 @@ impl Eq for DeviceBuffer {}
 impl DeviceBuffer {
     #[inline]
     pub(crate) fn new(addr: usize, nbytes: usize, owner: Owner) -> Self {
-        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
-        if let Some(mut arc) = spare {
-            // Only the spare list held it, so it is unique.
+        if let Some(mut arc) = take_spare() {
             if let Some(inner) = Arc::get_mut(&mut arc) {
-                inner.addr = addr;
-                inner.nbytes = nbytes;
+                inner.refill(addr, nbytes);
                 inner.owner = owner;
-                *inner.freed.get_mut() = false;
-                inner.charge = None;
                 return DeviceBuffer(ManuallyDrop::new(arc));
             }
         }
+        Self::fresh(addr, nbytes, owner)
+    }
+
+    /// A buffer of the device caching pool of `mem`: like [`new`](Self::new) with
+    /// `Owner::Device`, but a spare record of the same device is reused as it is (no
+    /// reference count traffic).
+    #[inline]
+    pub(crate) fn on_device(addr: usize, nbytes: usize, mem: &Arc<DeviceMemory>) -> Self {
+        if let Some(mut arc) = take_spare() {
+            if let Some(inner) = Arc::get_mut(&mut arc) {
+                inner.refill(addr, nbytes);
+                if !matches!(&inner.owner, Owner::Device(m) if Arc::ptr_eq(m, mem)) {
+                    inner.owner = Owner::Device(mem.clone());
+                }
+                return DeviceBuffer(ManuallyDrop::new(arc));
+            }
+        }
+        Self::fresh(addr, nbytes, Owner::Device(mem.clone()))
+    }
+
+    fn fresh(addr: usize, nbytes: usize, owner: Owner) -> Self {
         DeviceBuffer(ManuallyDrop::new(Arc::new(BufferInner {
             addr,
             nbytes,
             owner,
             freed: AtomicBool::new(false),
             charge: None,
+            vacant: false,
         })))
     }
 
@@ -300,59 +344,5 @@ impl Buffer for DeviceBuffer {
     }
     fn nbytes(&self) -> usize {
         self.0.nbytes
-    }
-}
-
-/// A device or pinned host buffer, for code that handles both (bindings).
-#[derive(Clone, Debug)]
-pub enum AnyBuffer {
-    Device(DeviceBuffer),
-    Host(super::HostBuffer),
-}
-
-impl AnyBuffer {
-    /// Fails if the buffer was freed or (device memory) its device was reset.
-    pub fn check(&self) -> Result<()> {
-        match self {
-            AnyBuffer::Device(b) => b.check(),
-            AnyBuffer::Host(b) => b.check(),
-        }
-    }
-}
-
-impl sealed::Sealed for AnyBuffer {
-    #[inline]
-    fn region(&self) -> Result<Region> {
-        match self {
-            AnyBuffer::Device(b) => b.region(),
-            AnyBuffer::Host(b) => b.region(),
-        }
-    }
-}
-
-impl Buffer for AnyBuffer {
-    fn addr(&self) -> usize {
-        match self {
-            AnyBuffer::Device(b) => b.addr(),
-            AnyBuffer::Host(b) => b.addr(),
-        }
-    }
-    fn nbytes(&self) -> usize {
-        match self {
-            AnyBuffer::Device(b) => b.nbytes(),
-            AnyBuffer::Host(b) => b.nbytes(),
-        }
-    }
-}
-
-impl From<DeviceBuffer> for AnyBuffer {
-    fn from(b: DeviceBuffer) -> Self {
-        AnyBuffer::Device(b)
-    }
-}
-
-impl From<super::HostBuffer> for AnyBuffer {
-    fn from(b: super::HostBuffer) -> Self {
-        AnyBuffer::Host(b)
     }
 }

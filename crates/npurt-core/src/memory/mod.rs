@@ -26,6 +26,7 @@
 //! # Ok::<(), npurt_core::Error>(())
 //! ```
 
+mod any;
 mod buffer;
 mod copy;
 mod device_mem;
@@ -34,7 +35,8 @@ mod pool;
 mod quota;
 mod view;
 
-pub use buffer::{AnyBuffer, Buffer, DeviceBuffer};
+pub use any::AnyBuffer;
+pub use buffer::{Buffer, DeviceBuffer};
 pub use copy::{
     copy_size, memcpy, memcpy_async, memcpy_async_from_slice, memset, memset_async, read, try_memcpy_async,
     try_memcpy_async_from_staging, try_memset_async, write,
@@ -128,11 +130,11 @@ fn alloc_plain(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Re
     match policy {
         PagePolicy::HugeFirst => {
             let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
-            Ok(DeviceBuffer::new(addr, nbytes, Owner::Device(mem.clone())))
+            Ok(DeviceBuffer::on_device(addr, nbytes, mem))
         }
         PagePolicy::HugeOnly => {
             let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
-            let b = DeviceBuffer::new(addr, nbytes, Owner::Device(mem.clone()));
+            let b = DeviceBuffer::on_device(addr, nbytes, mem);
             if b.page_kind().is_some_and(|k| k != PageKind::Normal) {
                 return Ok(b);
             }

@@ -22,8 +22,9 @@
 //! # Ok::<(), npurt_core::Error>(())
 //! ```
 
+use super::any::AnyBuffer;
 use super::buffer::sealed::{Region, Sealed};
-use super::buffer::{AnyBuffer, Buffer};
+use super::buffer::Buffer;
 use crate::error::{BufferError, Result};
 
 /// `nbytes` bytes at `offset` inside a [`DeviceBuffer`](super::DeviceBuffer) or
