@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Copies of more than this many bytes release the GIL.
 pub(crate) const GIL_FREE_COPY: usize = 16 << 10;
+/// Allocations of more than this many bytes release the GIL (the small pool's limit).
+const GIL_FREE_ALLOC: usize = 1 << 20;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -381,14 +383,19 @@ pub(crate) fn malloc(
 ) -> PyResult<PyDeviceBuffer> {
     let n = size_arg(nbytes, "nbytes")?;
     let policy = policy_arg(policy)?;
-    let b = match device.filter(|d| !d.is_none()) {
-        None => memory::malloc(n, policy),
+    let mem = match device.filter(|d| !d.is_none()) {
+        None => None,
         // The current device by id: the current context's memory limit applies too.
-        Some(d) if current::current_context_strict().ok().map(|c| c.device()) == Some(device_id(d)? as u32) => {
-            memory::malloc(n, policy)
-        }
-        Some(_) => memory::malloc_on(&memory_for(py, device)?, n, policy),
+        Some(d) if current::current_context_strict().ok().map(|c| c.device()) == Some(device_id(d)? as u32) => None,
+        Some(_) => Some(memory_for(py, device)?),
     };
+    let alloc = || match &mem {
+        None => memory::malloc(n, policy),
+        Some(m) => memory::malloc_on(m, n, policy),
+    };
+    // Small blocks come from the pool's caches in tens of nanoseconds; a large request may
+    // map or unmap segments (or fault huge pages in), so it runs without the GIL.
+    let b = if n > GIL_FREE_ALLOC { py.detach(alloc) } else { alloc() };
     Ok(PyDeviceBuffer::wrap(b.py_err()?))
 }
 
