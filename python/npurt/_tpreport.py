@@ -151,7 +151,7 @@ def plot_workload(w: Dict[str, Any], cores: int, path: Path) -> bool:
         ax.set_title(f"batch {b}" if w.get("batched") else w["label"], fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc="best")
-    fig.suptitle(f"{w['label']}: throughput vs stream count ({cores} AI-core workers)", fontsize=11)
+    fig.suptitle(f"{w['label']}:\nthroughput vs stream count ({cores} AI-core workers)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
