@@ -281,6 +281,10 @@ impl DeviceBuffer {
     /// an error; the memory is reused once queued work that uses it has finished. Freeing
     /// twice (through another clone) is [`MemError::DoubleFree`] (207002).
     pub fn free(self) -> Result<()> {
+        // The only handle: nobody can see the flag, dropping it frees (no atomic swap).
+        if Arc::strong_count(&self.0) == 1 && !self.0.freed.load(Acquire) {
+            return Ok(());
+        }
         if self.0.freed.swap(true, AcqRel) {
             return Err(MemError::DoubleFree { addr: self.addr() }.into());
         }
