@@ -20,29 +20,20 @@ def _checked(runner):
     return runner
 
 
-@pytest.mark.benchmark(group="kernels-axpy")
-def test_axpy_npurt(benchmark):
-    r = _checked(_throughput.NpurtStreams(_throughput.spec("axpy"), 1))
-    benchmark(_throughput.sample, r, 16)
-    r.close()
+@pytest.mark.parametrize("workload", ["axpy", "matmul256"])
+def test_kernel_npurt(benchmark, workload):
+    benchmark.group = f"kernels-{workload}"
+    r = _checked(_throughput.NpurtStreams(_throughput.spec(workload), 1))
+    try:
+        benchmark(_throughput.sample, r, 16)
+    finally:
+        r.close()
 
 
-@pytest.mark.benchmark(group="kernels-axpy")
-def test_axpy_numpy(benchmark):
-    r = _checked(_throughput.NumpyThreads(_throughput.spec("axpy"), 1, threaded=False))
-    benchmark(_throughput.sample, r, 16)
-
-
-@pytest.mark.benchmark(group="kernels-matmul256")
-def test_matmul256_npurt(benchmark):
-    r = _checked(_throughput.NpurtStreams(_throughput.spec("matmul256"), 1))
-    benchmark(_throughput.sample, r, 16)
-    r.close()
-
-
-@pytest.mark.benchmark(group="kernels-matmul256")
-def test_matmul256_numpy(benchmark):
-    r = _checked(_throughput.NumpyThreads(_throughput.spec("matmul256"), 1, threaded=False))
+@pytest.mark.parametrize("workload", ["axpy", "matmul256"])
+def test_kernel_numpy(benchmark, workload):
+    benchmark.group = f"kernels-{workload}"
+    r = _checked(_throughput.NumpyThreads(_throughput.spec(workload), 1, threaded=False))
     benchmark(_throughput.sample, r, 16)
 
 

@@ -29,42 +29,16 @@ from .device import (
 from .event import Event
 from .exceptions import *  # noqa: F403
 from .exceptions import Error, OutOfMemoryError, WaitTimeoutError
-from .memory import (
-    DeviceBuffer,
-    HostBuffer,
-    MemPool,
-    empty_cache,
-    get_per_process_memory_fraction,
-    host_empty_cache,
-    host_memory_stats,
-    malloc,
-    malloc_host,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memcpy,
-    memcpy_async,
-    memory_allocated,
-    memory_reserved,
-    memory_stats,
-    memory_summary,
-    memset,
-    memset_async,
-    reset_peak_memory_stats,
-    set_per_process_memory_fraction,
-)
+from .memory import *  # noqa: F403  (DeviceBuffer, malloc, memcpy, memory_stats, ...)
 from .stream import Stream, current_stream, default_stream, stream
 
 __version__ = _npurt.__version__
 
-__all__ = array.__all__ + [
+__all__ = array.__all__ + memory.__all__ + [
     "Context",
     "Device",
-    "DeviceBuffer",
     "Error",
     "Event",
-    "HostBuffer",
-    "MemPool",
     "OutOfMemoryError",
     "Stream",
     "WaitTimeoutError",
@@ -73,32 +47,13 @@ __all__ = array.__all__ + [
     "current_stream",
     "default_stream",
     "device_count",
-    "empty_cache",
     "get_config",
     "get_device_properties",
-    "get_per_process_memory_fraction",
-    "host_empty_cache",
-    "host_memory_stats",
     "kernels",
     "live_counts",
-    "malloc",
-    "malloc_host",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memcpy",
-    "memcpy_async",
     "memory",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "memory_summary",
-    "memset",
-    "memset_async",
     "reset_device",
-    "reset_peak_memory_stats",
     "set_device",
-    "set_per_process_memory_fraction",
     "stream",
     "synchronize",
 ]

@@ -44,7 +44,7 @@ impl SchedState {
     }
 
     /// True when nobody owns the stream (test helper).
-    #[cfg(test)]
+    #[cfg(all(test, loom))]
     pub(crate) fn is_idle(&self) -> bool {
         self.0.load(Acquire) == 0
     }

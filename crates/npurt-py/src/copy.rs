@@ -10,7 +10,7 @@
 
 use crate::args::{int_arg, type_name};
 use crate::errors::{type_error, value_error, IntoPy};
-use crate::memory::{as_native, native_array, numpy, opt_size_arg, GIL_FREE_COPY};
+use crate::memory::{as_native, detach_above, native_array, numpy, opt_size_arg, GIL_FREE_COPY};
 use crate::stream::stream_or_current;
 use npurt_core::memory::{self, AnyBuffer, Buffer};
 use npurt_core::stream::Pending;
@@ -76,7 +76,7 @@ fn operand<'py>(obj: &Bound<'py, PyAny>, role: &str, writable: bool) -> PyResult
     ))
 }
 
-fn launch(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
+pub(crate) fn launch(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
     match r.py_err()? {
         Ok(_) => Ok(()),
         Err(p) => py.detach(|| s.push_pending(p).map(drop)).py_err(),
@@ -86,12 +86,10 @@ fn launch(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>
 /// Copies now, on this thread.
 fn copy_now(py: Python<'_>, d: &Operand<'_>, s: &Operand<'_>, nbytes: Option<usize>) -> PyResult<()> {
     if let (Operand::Native(d), Operand::Native(s)) = (d, s) {
-        let r = if nbytes.unwrap_or(s.nbytes()) > GIL_FREE_COPY {
-            py.detach(|| memory::memcpy(d, s, nbytes))
-        } else {
-            memory::memcpy(d, s, nbytes)
-        };
-        return r.map(drop).py_err();
+        let n = nbytes.unwrap_or(s.nbytes());
+        return detach_above(py, n, GIL_FREE_COPY, || memory::memcpy(d, s, nbytes))
+            .map(drop)
+            .py_err();
     }
     let n = memory::copy_size("memcpy", d.cap()?, s.cap()?, nbytes).py_err()?;
     let (da, sa) = (d.array(py, n)?, s.array(py, n)?);
@@ -155,7 +153,7 @@ pub(crate) fn memcpy_async(
     }
 }
 
-fn value_arg(value: &Bound<'_, PyAny>) -> PyResult<u8> {
+pub(crate) fn value_arg(value: &Bound<'_, PyAny>) -> PyResult<u8> {
     Ok(int_arg(value, "value", 0, 255)? as u8)
 }
 
@@ -171,10 +169,12 @@ pub(crate) fn memset(
 ) -> PyResult<()> {
     let (v, n) = (value_arg(value)?, opt_size_arg(nbytes, "nbytes")?);
     match operand(buf, "buf", true)? {
-        Operand::Native(b) if n.unwrap_or(b.nbytes()) > GIL_FREE_COPY => {
-            py.detach(|| memory::memset(&b, v, n)).map(drop).py_err()
+        Operand::Native(b) => {
+            let len = n.unwrap_or(b.nbytes());
+            detach_above(py, len, GIL_FREE_COPY, || memory::memset(&b, v, n))
+                .map(drop)
+                .py_err()
         }
-        Operand::Native(b) => memory::memset(&b, v, n).map(drop).py_err(),
         a => {
             let n = memory::copy_size("memset", a.cap()?, a.cap()?, n).py_err()?;
             a.array(py, n)?.call_method1("fill", (v,)).map(drop)

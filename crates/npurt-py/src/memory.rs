@@ -18,6 +18,17 @@ pub(crate) const GIL_FREE_COPY: usize = 16 << 10;
 /// Allocations of more than this many bytes release the GIL (the small pool's limit).
 const GIL_FREE_ALLOC: usize = 1 << 20;
 
+/// Runs `f` without the GIL when `bytes > limit`; short calls keep it (releasing and
+/// taking it back costs more than they take).
+#[inline]
+pub(crate) fn detach_above<R: Send>(py: Python<'_>, bytes: usize, limit: usize, f: impl FnOnce() -> R + Send) -> R {
+    if bytes > limit {
+        py.detach(f)
+    } else {
+        f()
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -327,11 +338,7 @@ impl PyHostBuffer {
             if out.is_empty() {
                 return Ok(());
             }
-            if out.len() > GIL_FREE_COPY {
-                py.detach(|| memory::read(&b, 0, out)).py_err()
-            } else {
-                memory::read(&b, 0, out).py_err()
-            }
+            detach_above(py, out.len(), GIL_FREE_COPY, || memory::read(&b, 0, out)).py_err()
         })
     }
 }
@@ -395,7 +402,7 @@ pub(crate) fn malloc(
     };
     // Small blocks come from the pool's caches in tens of nanoseconds; a large request may
     // map or unmap segments (or fault huge pages in), so it runs without the GIL.
-    let b = if n > GIL_FREE_ALLOC { py.detach(alloc) } else { alloc() };
+    let b = detach_above(py, n, GIL_FREE_ALLOC, alloc);
     Ok(PyDeviceBuffer::wrap(b.py_err()?))
 }
 

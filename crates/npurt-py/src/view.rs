@@ -3,13 +3,12 @@
 //! Argument conversion only; the range checks and the copies are npurt-core's
 //! (`memory::BufferView`, `memory::memcpy`...). No `unsafe` here.
 
-use crate::args::{int_arg, type_name};
+use crate::args::type_name;
+use crate::copy::{launch, value_arg};
 use crate::errors::{type_error, IntoPy};
-use crate::memory::{as_native, size_arg, GIL_FREE_COPY};
+use crate::memory::{as_native, detach_above, size_arg, GIL_FREE_COPY};
 use crate::stream::stream_or_current;
 use npurt_core::memory::{self, AnyBuffer, Buffer, BufferView};
-use npurt_core::stream::Pending;
-use npurt_core::Stream;
 use pyo3::prelude::*;
 
 /// `nbytes` bytes at `offset` inside an npurt.DeviceBuffer or npurt.HostBuffer. Holds the
@@ -87,13 +86,6 @@ fn view_arg(obj: &Bound<'_, PyAny>, role: &str) -> PyResult<BufferView> {
     }
 }
 
-fn launch(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
-    match r.py_err()? {
-        Ok(_) => Ok(()),
-        Err(p) => py.detach(|| s.push_pending(p).map(drop)).py_err(),
-    }
-}
-
 /// Copies `nbytes` from view `src` to view `dst` now, on this thread (ACL `aclrtMemcpy`).
 /// `nbytes` must fit both views (ACL's destMax): 107000 otherwise.
 #[pyfunction]
@@ -108,12 +100,9 @@ pub(crate) fn _view_memcpy(
         view_arg(src, "src")?,
         size_arg(nbytes, "nbytes")?,
     );
-    let r = if n > GIL_FREE_COPY {
-        py.detach(|| memory::memcpy(&d, &s, Some(n)))
-    } else {
-        memory::memcpy(&d, &s, Some(n))
-    };
-    r.map(drop).py_err()
+    detach_above(py, n, GIL_FREE_COPY, || memory::memcpy(&d, &s, Some(n)))
+        .map(drop)
+        .py_err()
 }
 
 /// Queues a copy of `nbytes` from view `src` to view `dst` on `stream`'s copy engine (ACL
@@ -144,13 +133,10 @@ pub(crate) fn _view_memset(
     nbytes: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
     let (d, n) = (view_arg(dst, "dst")?, size_arg(nbytes, "nbytes")?);
-    let v = int_arg(value, "value", 0, 255)? as u8;
-    let r = if n > GIL_FREE_COPY {
-        py.detach(|| memory::memset(&d, v, Some(n)))
-    } else {
-        memory::memset(&d, v, Some(n))
-    };
-    r.map(drop).py_err()
+    let v = value_arg(value)?;
+    detach_above(py, n, GIL_FREE_COPY, || memory::memset(&d, v, Some(n)))
+        .map(drop)
+        .py_err()
 }
 
 /// Queues a memset of the first `nbytes` bytes of view `dst` on `stream` (ACL
@@ -164,7 +150,7 @@ pub(crate) fn _view_memset_async(
     stream: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let (d, n) = (view_arg(dst, "dst")?, size_arg(nbytes, "nbytes")?);
-    let v = int_arg(value, "value", 0, 255)? as u8;
+    let v = value_arg(value)?;
     let st = stream_or_current(stream)?;
     launch(py, &st, memory::try_memset_async(&d, v, Some(n), &st))
 }

@@ -45,7 +45,7 @@ pub use device_mem::DeviceMemory;
 pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffer, Staging};
 pub use npurt_mem::{PageKind, PagePolicy, PinnedStats, PoolStats};
 pub use pool::{exit_pool, MemPool};
-pub use quota::CtxQuota;
+pub(crate) use quota::CtxQuota;
 pub use view::BufferView;
 
 use crate::context::ContextInner;

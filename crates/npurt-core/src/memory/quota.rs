@@ -19,7 +19,7 @@ const UNLIMITED: usize = usize::MAX;
 
 /// A context's limit and the bytes charged against it.
 #[derive(Debug)]
-pub struct CtxQuota {
+pub(crate) struct CtxQuota {
     pub(crate) context: u64,
     limit: AtomicUsize,
     used: AtomicUsize,
