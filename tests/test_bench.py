@@ -204,3 +204,18 @@ def test_execute_warmup_check_and_samples():
     assert res["a"]["x"] == {"median": 3.0, "min": 2.0, "max": 4.0, "n": 3}  # the warm-up (1.0) is not a sample
     assert seen_by_check == [1] and res["a"]["check"] == "ok" and obj.closed
     assert res["b"]["n"] == 2 and np.isclose(res["b"]["median"], 2.0)
+
+
+def test_memory_workload_reports_every_figure(tmp_path, capsys):
+    res = _main(tmp_path, "--workloads", "memory")
+    m = res["results"]["memory"]
+    ft = m["first_touch_ms"]
+    assert ft["bytes"] == 128 << 20
+    for key in ("huge_first", "normal_only", "cold_huge_first", "cold_normal_only"):
+        assert ft[key] > 0
+    fr = m["fragmentation"]
+    assert fr["ooms"] == 0 and 1.0 <= fr["reserved_over_peak_allocated"] <= 1.25
+    assert m["pool_alloc_free_1mib_ns"] > 0 and m["baseline_raw_mmap_alloc_free_1mib_ns"] > 0
+    out = capsys.readouterr().out
+    assert "first touch 128 MiB" in out and "(first round, VM backing memory too)" in out
+    assert npurt.memory_allocated() == 0  # every buffer of the workload was freed

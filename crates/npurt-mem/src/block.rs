@@ -47,6 +47,8 @@ pub(crate) struct Block {
     pub state: BState,
     /// Free and held in the free lists' hot cache (not in the ordered map).
     pub hot: bool,
+    /// Hot and not yet coalesced with its free neighbours (see `freelist.rs`).
+    pub deferred: bool,
 }
 
 /// Free-list key: ordered by (stream tag, size, address), so a range query from
@@ -148,6 +150,7 @@ mod tests {
             pool: SMALL as u8,
             state: BState::Free,
             hot: false,
+            deferred: false,
         }
     }
 

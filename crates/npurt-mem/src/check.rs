@@ -1,7 +1,7 @@
 //! Consistency checks of the pool state (used by tests through
 //! `CachingPool::debug_check`).
 
-use crate::block::{BState, NIL};
+use crate::block::{merged_tag, BState, NIL};
 use crate::state::{State, MIN_BLOCK};
 use crate::stats;
 
@@ -45,6 +45,16 @@ impl State {
                 }
                 if b.state != BState::Free && b.hot {
                     return Err(format!("non-free block {:#x} flagged hot", b.addr));
+                }
+                if b.deferred && !b.hot {
+                    return Err(format!("deferred block {:#x} outside the hot cache", b.addr));
+                }
+                if prev != NIL {
+                    let p = &self.blocks[prev];
+                    let mergeable = p.state == BState::Free && b.state == BState::Free;
+                    if mergeable && merged_tag(p.stream, b.stream).is_some() && !p.deferred && !b.deferred {
+                        return Err(format!("free blocks {:#x} and {:#x} not coalesced", p.addr, b.addr));
+                    }
                 }
                 expect = b.end();
                 prev = i;

@@ -6,9 +6,15 @@
 //! same size (the common loop pattern) never touches the ordered map. Hot blocks are
 //! logically part of the free list: best fit considers them, and they leave the cache
 //! (into the map) when evicted by newer frees. The remainder split off a block also goes
-//! to the cache, so a loop that splits a block and merges it back on free (a 1 MiB block
-//! out of a fresh 2 MiB segment) never touches the ordered map either; which block best
-//! fit picks is unchanged (tests/fragmentation.rs gives the same ratios).
+//! to the cache.
+//!
+//! A freed block enters the cache *deferred*: not yet coalesced with its free
+//! neighbours (`Block::deferred`). A request of exactly its size takes it back with no
+//! split, merge or address-map update, so `malloc(n); free()` loops cost two cache
+//! operations. Any other request first settles the cache (merges its deferred blocks,
+//! see `State::settle`), so best fit always sees fully coalesced blocks; so does
+//! eviction into the ordered map. Invariant: two adjacent free blocks that could merge
+//! exist only while one of them is deferred.
 
 use std::collections::BTreeMap;
 
@@ -58,18 +64,55 @@ impl FreeLists {
         self.maps[pool].insert(key, i);
     }
 
-    /// Inserts free block `i` into the hot cache, evicting the oldest entry to the map.
+    /// Inserts free block `i` into the hot cache. When the cache is full its oldest
+    /// entry leaves it and is returned (no longer listed anywhere: the caller inserts
+    /// it into the map, coalescing it first if it is deferred).
     #[inline]
-    pub fn insert_hot(&mut self, blocks: &mut Slab, i: u32) {
+    #[must_use]
+    pub fn insert_hot(&mut self, blocks: &mut Slab, i: u32) -> Option<u32> {
         let pool = blocks[i].pool as usize;
-        if self.hot[pool].len == HOT {
+        let evicted = if self.hot[pool].len == HOT {
             let old = self.hot[pool].remove_at(0);
-            self.insert(blocks, old);
-        }
+            blocks[old].hot = false;
+            Some(old)
+        } else {
+            None
+        };
         let h = &mut self.hot[pool];
         h.slots[h.len] = i;
         h.len += 1;
         blocks[i].hot = true;
+        evicted
+    }
+
+    /// Takes the newest hot block of `pool` of exactly `size` bytes usable by `stream`
+    /// out of the cache (the allocation fast path; deferred blocks qualify).
+    #[inline]
+    pub fn take_hot_exact(&mut self, blocks: &mut Slab, pool: usize, stream: u64, size: usize) -> Option<u32> {
+        let h = &mut self.hot[pool];
+        let pos = h.slots[..h.len].iter().rposition(|&i| {
+            let b = &blocks[i];
+            b.size == size && (b.stream == stream || b.stream == ANY_STREAM)
+        })?;
+        let i = h.remove_at(pos);
+        blocks[i].hot = false;
+        Some(i)
+    }
+
+    /// The hot cache of `pool`, oldest first (a copy: the caller may modify the lists).
+    #[inline]
+    pub fn hot_slots(&self, pool: usize) -> ([u32; HOT], usize) {
+        (self.hot[pool].slots, self.hot[pool].len)
+    }
+
+    /// Takes the oldest hot block of `pool` out of the cache.
+    pub fn pop_hot(&mut self, blocks: &mut Slab, pool: usize) -> Option<u32> {
+        if self.hot[pool].len == 0 {
+            return None;
+        }
+        let i = self.hot[pool].remove_at(0);
+        blocks[i].hot = false;
+        Some(i)
     }
 
     /// Removes free block `i` from wherever it is.
@@ -126,18 +169,8 @@ impl FreeLists {
         best
     }
 
-    /// Moves every hot block into the ordered maps.
-    pub fn flush_hot(&mut self, blocks: &mut Slab) {
-        for pool in 0..2 {
-            while self.hot[pool].len > 0 {
-                let i = self.hot[pool].remove_at(0);
-                self.insert(blocks, i);
-            }
-        }
-    }
-
-    /// Keys of the ordered map of `pool` whose tag satisfies `pred` (call
-    /// [`flush_hot`](Self::flush_hot) first to see every free block).
+    /// Keys of the ordered map of `pool` whose tag satisfies `pred` (flush
+    /// the hot cache first to see every free block).
     pub fn keys_where(&self, pool: usize, pred: impl Fn(u64) -> bool) -> Vec<FreeKey> {
         self.maps[pool].keys().filter(|k| pred(k.0)).copied().collect()
     }

@@ -39,6 +39,7 @@ impl State {
             pool: pool as u8,
             state: BState::Free,
             hot: false,
+            deferred: false,
         });
         self.starts.insert(base, bi);
         self.seg_by_base.insert(base, si);

@@ -144,6 +144,16 @@ impl CachingPool {
         Ok(())
     }
 
+    /// [`free`](Self::free) of a block that no queued work uses (no fences): the
+    /// common case, without the fence list.
+    #[inline]
+    pub fn free_idle(&self, addr: usize) -> Result<(), MemError> {
+        let mut st = self.state.lock();
+        let i = st.find_for_free(addr)?;
+        st.release_idle(i);
+        Ok(())
+    }
+
     /// The live allocation containing `addr` (interior pointers included, up to the
     /// block's `allocated_size`); `None` for freed or unknown addresses.
     pub fn lookup(&self, addr: usize) -> Option<BlockInfo> {
@@ -286,7 +296,8 @@ impl CachingPool {
 
     /// Segments and blocks (torch's `memory_snapshot`).
     pub fn snapshot(&self) -> Vec<SegmentSnapshot> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        st.settle_all();
         let mut out = Vec::new();
         for rec in st.segs.iter().flatten() {
             let mut blocks = Vec::new();

@@ -123,6 +123,13 @@ impl State {
     /// removed from the free list. Applies torch's `max_split_size` rules.
     #[inline]
     pub fn take_free(&mut self, pool: usize, stream: u64, size: usize) -> Option<u32> {
+        // A hot block of exactly this size: the tightest fit there is, whether or not
+        // it has been coalesced (its free neighbours, if any, stay as they are).
+        if let Some(i) = self.free.take_hot_exact(&mut self.blocks, pool, stream, size) {
+            self.blocks[i].deferred = false;
+            return Some(i);
+        }
+        self.settle(pool);
         let (bsize, i) = self.free.best_fit(&self.blocks, pool, stream, size)?;
         // Oversize blocks (≥ max_split_size) serve only oversize requests, and only
         // when they waste less than LARGE_BUFFER.
@@ -166,6 +173,7 @@ impl State {
                 pool: b.pool,
                 state: BState::Free,
                 hot: false,
+                deferred: false,
             };
             let (next, raddr) = (rem.next, rem.addr);
             let r = self.blocks.insert(rem);
@@ -177,7 +185,7 @@ impl State {
             b.size = size;
             self.starts.insert(raddr, r);
             // Into the hot cache: merging it back on free is then cheap (see freelist.rs).
-            self.free.insert_hot(&mut self.blocks, r);
+            self.push_hot(r);
         }
         let b = &mut self.blocks[i];
         b.state = BState::Allocated;
@@ -239,13 +247,7 @@ impl State {
     /// Caller freed block `i`: update allocation stats, then free now or park it.
     #[inline]
     pub fn release_allocation(&mut self, i: u32, fences: Vec<Box<dyn Fence>>) {
-        let b = &mut self.blocks[i];
-        let (p, size, req) = (stat_idx(b.pool as usize), b.size as u64, b.requested as u64);
-        b.requested = 0;
-        let s = &mut self.stats;
-        stats::dec(&mut s.allocation, p, 1);
-        stats::dec(&mut s.allocated_bytes, p, size);
-        stats::dec(&mut s.requested_bytes, p, req);
+        let (p, size) = self.uncount_allocation(i);
         let mut fences = fences;
         if !fences.is_empty() {
             fences.retain(|f| !f.is_complete());
@@ -261,33 +263,111 @@ impl State {
         }
     }
 
-    /// Allocated/pending block `i` becomes free (tagged with its stream), coalesced.
+    /// Caller freed block `i`, which no queued work uses: free it now.
     #[inline]
-    fn free_block(&mut self, i: u32) {
-        self.blocks[i].state = BState::Free;
-        self.merge_and_insert(i, true);
+    pub fn release_idle(&mut self, i: u32) {
+        self.uncount_allocation(i);
+        self.free_block(i);
     }
 
-    /// Free block `i` (not in a free list) absorbs compatible free neighbours and is
-    /// inserted into its free list (the hot cache if `hot`). Returns the surviving slot.
+    /// Allocation statistics of freeing block `i`; returns its stat index and size.
+    #[inline]
+    fn uncount_allocation(&mut self, i: u32) -> (usize, u64) {
+        let b = &mut self.blocks[i];
+        let (p, size, req) = (stat_idx(b.pool as usize), b.size as u64, b.requested as u64);
+        b.requested = 0;
+        let s = &mut self.stats;
+        stats::dec(&mut s.allocation, p, 1);
+        stats::dec(&mut s.allocated_bytes, p, size);
+        stats::dec(&mut s.requested_bytes, p, req);
+        (p, size)
+    }
+
+    /// Allocated/pending block `i` becomes free (tagged with its stream) and enters
+    /// the hot cache deferred: coalescing waits until a request needs it (freelist.rs).
+    #[inline]
+    fn free_block(&mut self, i: u32) {
+        let b = &mut self.blocks[i];
+        b.state = BState::Free;
+        b.deferred = true;
+        self.push_hot(i);
+    }
+
+    /// Puts free block `i` (not in a free list) into the hot cache; the entry that makes
+    /// room goes to the ordered map, coalesced first if it was deferred.
+    #[inline]
+    fn push_hot(&mut self, i: u32) {
+        if let Some(old) = self.free.insert_hot(&mut self.blocks, i) {
+            if self.blocks[old].deferred {
+                self.merge_and_insert(old, false);
+            } else {
+                self.free.insert(&mut self.blocks, old);
+            }
+        }
+    }
+
+    /// Coalesces the deferred blocks of `pool`'s hot cache (they stay hot).
+    pub fn settle(&mut self, pool: usize) {
+        let (slots, len) = self.free.hot_slots(pool);
+        for &i in &slots[..len] {
+            // Skip entries an earlier merge of this loop absorbed, evicted or settled.
+            let b = &self.blocks[i];
+            if b.state == BState::Free && b.hot && b.deferred {
+                self.free.remove(&mut self.blocks, i);
+                self.merge_and_insert(i, true);
+            }
+        }
+    }
+
+    /// Coalesces every deferred block (both pools).
+    pub fn settle_all(&mut self) {
+        self.settle(SMALL);
+        self.settle(LARGE);
+    }
+
+    /// Moves every hot block into the ordered maps, coalescing deferred ones.
+    pub fn flush_hot(&mut self) {
+        for pool in [SMALL, LARGE] {
+            while let Some(i) = self.free.pop_hot(&mut self.blocks, pool) {
+                if self.blocks[i].deferred {
+                    self.merge_and_insert(i, false);
+                } else {
+                    self.free.insert(&mut self.blocks, i);
+                }
+            }
+        }
+    }
+
+    /// Free block `i` (not in a free list) absorbs every compatible free neighbour (a
+    /// run of them when deferred blocks are involved) and is inserted into its free list
+    /// (the hot cache if `hot`). Returns the surviving slot.
     pub(crate) fn merge_and_insert(&mut self, mut i: u32, hot: bool) -> u32 {
-        let prev = self.blocks[i].prev;
-        if prev != NIL && self.blocks[prev].state == BState::Free {
-            if let Some(tag) = merged_tag(self.blocks[prev].stream, self.blocks[i].stream) {
-                self.free.remove(&mut self.blocks, prev);
-                self.absorb_next(prev, tag);
-                i = prev;
+        loop {
+            let prev = self.blocks[i].prev;
+            if prev == NIL || self.blocks[prev].state != BState::Free {
+                break;
             }
+            let Some(tag) = merged_tag(self.blocks[prev].stream, self.blocks[i].stream) else {
+                break;
+            };
+            self.free.remove(&mut self.blocks, prev);
+            self.absorb_next(prev, tag);
+            i = prev;
         }
-        let next = self.blocks[i].next;
-        if next != NIL && self.blocks[next].state == BState::Free {
-            if let Some(tag) = merged_tag(self.blocks[i].stream, self.blocks[next].stream) {
-                self.free.remove(&mut self.blocks, next);
-                self.absorb_next(i, tag);
+        loop {
+            let next = self.blocks[i].next;
+            if next == NIL || self.blocks[next].state != BState::Free {
+                break;
             }
+            let Some(tag) = merged_tag(self.blocks[i].stream, self.blocks[next].stream) else {
+                break;
+            };
+            self.free.remove(&mut self.blocks, next);
+            self.absorb_next(i, tag);
         }
+        self.blocks[i].deferred = false;
         if hot {
-            self.free.insert_hot(&mut self.blocks, i);
+            self.push_hot(i);
         } else {
             self.free.insert(&mut self.blocks, i);
         }
@@ -335,7 +415,7 @@ impl State {
     /// stream: their stream's queued work is known to be done.
     pub fn mark_idle(&mut self, stream: Option<u64>) {
         let target = |t: u64| t != ANY_STREAM && stream.unwrap_or(t) == t;
-        self.free.flush_hot(&mut self.blocks);
+        self.flush_hot();
         for pool in [SMALL, LARGE] {
             for k in self.free.keys_where(pool, target) {
                 let Some(mut i) = self.free.get(pool, &k) else {
@@ -362,13 +442,14 @@ impl State {
             .unwrap_or(PageKind::Normal)
     }
 
-    /// Size of the largest free cached block.
-    pub fn largest_free(&self) -> usize {
+    /// Size of the largest free cached block (coalescing deferred blocks first).
+    pub fn largest_free(&mut self) -> usize {
+        self.settle_all();
         self.free.largest(&self.blocks)
     }
 
     /// Statistics snapshot (the caller fills in config-derived fields).
-    pub fn snapshot(&self) -> PoolStats {
+    pub fn snapshot(&mut self) -> PoolStats {
         let mut s = self.stats.clone();
         crate::active::derive_active(&mut s.active, &self.stats.allocation, &self.active_peak[0]);
         crate::active::derive_active(&mut s.active_bytes, &self.stats.allocated_bytes, &self.active_peak[1]);

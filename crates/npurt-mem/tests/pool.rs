@@ -230,3 +230,38 @@ fn acl_padding() {
     assert_eq!(p.lookup(b).unwrap().allocated_size, 1024);
     assert_eq!(a % 64, 0);
 }
+
+#[test]
+fn deferred_frees_coalesce_before_best_fit() {
+    let p = pool(64 * MIB);
+    let [a, b] = [0; 2].map(|_| p.alloc(1024, 0).unwrap());
+    assert_eq!(b - a, 1024);
+    // Freed blocks wait in the hot cache uncoalesced; a same-size request takes one back.
+    p.free(a, vec![]).unwrap();
+    p.free(b, vec![]).unwrap();
+    p.debug_check().unwrap();
+    assert_eq!(p.alloc(1024, 0).unwrap(), b, "newest exact-size block reused");
+    p.free(b, vec![]).unwrap();
+    // Any other size sees them merged with the segment's remainder: best fit is at `a`.
+    assert_eq!(p.largest_free_block(), 2 * MIB);
+    assert_eq!(p.alloc(2048, 0).unwrap(), a);
+    p.debug_check().unwrap();
+    let blocks = &p.snapshot()[0].blocks;
+    assert_eq!(blocks.len(), 2);
+    assert_eq!((blocks[0].size, blocks[0].status), (2048, BlockStatus::Allocated));
+}
+
+#[test]
+fn deferred_run_of_frees_merges_whole() {
+    let p = pool(64 * MIB);
+    let bufs: Vec<usize> = (0..12).map(|_| p.alloc(4096, 0).unwrap()).collect();
+    // More frees than the hot cache holds: evictions coalesce runs of deferred blocks.
+    for &x in bufs.iter().rev() {
+        p.free(x, vec![]).unwrap();
+        p.debug_check().unwrap();
+    }
+    let seg = &p.snapshot()[0];
+    assert_eq!(seg.blocks.len(), 1, "fully coalesced");
+    assert_eq!(p.empty_cache(), 2 * MIB);
+    p.debug_check().unwrap();
+}

@@ -91,11 +91,11 @@ impl BufferInner {
         // Every operation that captured this buffer has run and been dropped: the block is
         // idle for all streams. `free` cannot fail for an address the pool handed out.
         if let Owner::Device(m) = &self.owner {
-            drop(m.pool.free(self.addr, Vec::new()));
+            drop(m.pool.free_idle(self.addr));
             return; // keep the device (see `vacant`)
         }
         match std::mem::replace(&mut self.owner, Owner::Vacant) {
-            Owner::Pool(p) => drop(p.pool.free(self.addr, Vec::new())),
+            Owner::Pool(p) => drop(p.pool.free_idle(self.addr)),
             // The segment unmaps, then the guard gives the room back.
             Owner::Dedicated { _seg, guard } => drop((_seg, guard)),
             Owner::Device(_) | Owner::Vacant => {}
