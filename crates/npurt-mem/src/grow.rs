@@ -44,7 +44,7 @@ impl CachingPool {
         }
     }
 
-    fn oom(&self, st: &mut State, requested: usize, what: &str, limit: usize) -> MemError {
+    fn oom(&self, st: &State, requested: usize, what: &str, limit: usize) -> MemError {
         MemError::OutOfMemory {
             requested,
             limit,
@@ -69,7 +69,7 @@ impl CachingPool {
             }
             if !self.grow {
                 st.stats.num_ooms += 1;
-                return Err(self.oom(&mut st, requested, "pool", self.capacity));
+                return Err(self.oom(&st, requested, "pool", self.capacity));
             }
             let lim = self.effective_limit(&st);
             if size > lim {
@@ -79,7 +79,7 @@ impl CachingPool {
                 } else {
                     "device capacity"
                 };
-                return Err(self.oom(&mut st, requested, what, lim));
+                return Err(self.oom(&st, requested, what, lim));
             }
             if !gc_done && self.trim_before_growth {
                 // Growing past the peak footprint while cached segments sit entirely free
@@ -115,7 +115,7 @@ impl CachingPool {
                             errno: libc::ENOMEM,
                         }) => {
                             st.stats.num_ooms += 1;
-                            return Err(self.oom(&mut st, requested, "host memory (mmap ENOMEM)", lim));
+                            return Err(self.oom(&st, requested, "host memory (mmap ENOMEM)", lim));
                         }
                         Err(e) => return Err(e),
                     };
@@ -158,7 +158,7 @@ impl CachingPool {
                         }
                         _ => {
                             st.stats.num_ooms += 1;
-                            return Err(self.oom(&mut st, requested, what, lim));
+                            return Err(self.oom(&st, requested, what, lim));
                         }
                     }
                 }

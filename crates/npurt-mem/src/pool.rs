@@ -294,7 +294,7 @@ impl CachingPool {
         st.stats.num_ooms = 0;
     }
 
-    /// Segments and blocks (torch's `memory_snapshot`).
+    /// Segments and blocks (torch's `memory_snapshot`), deferred frees coalesced first.
     pub fn snapshot(&self) -> Vec<SegmentSnapshot> {
         let mut st = self.state.lock();
         st.settle_all();

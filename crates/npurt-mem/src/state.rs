@@ -442,14 +442,47 @@ impl State {
             .unwrap_or(PageKind::Normal)
     }
 
-    /// Size of the largest free cached block (coalescing deferred blocks first).
-    pub fn largest_free(&mut self) -> usize {
-        self.settle_all();
-        self.free.largest(&self.blocks)
+    /// Size of the largest free cached block, counting each deferred block as the block
+    /// it will coalesce into (reading it changes nothing).
+    pub fn largest_free(&self) -> usize {
+        let mut largest = self.free.largest(&self.blocks);
+        for pool in [SMALL, LARGE] {
+            let (slots, len) = self.free.hot_slots(pool);
+            for &i in &slots[..len] {
+                if self.blocks[i].deferred {
+                    largest = largest.max(self.free_run(i));
+                }
+            }
+        }
+        largest
+    }
+
+    /// Bytes of the free block that coalescing free block `i` would make: the run of
+    /// adjacent free blocks around it whose stream tags can merge.
+    fn free_run(&self, i: u32) -> usize {
+        let b = &self.blocks[i];
+        let (mut size, mut tag) = (b.size, b.stream);
+        for forward in [false, true] {
+            let mut j = i;
+            loop {
+                let b = &self.blocks[j];
+                let n = if forward { b.next } else { b.prev };
+                if n == NIL || self.blocks[n].state != BState::Free {
+                    break;
+                }
+                let Some(t) = merged_tag(tag, self.blocks[n].stream) else {
+                    break;
+                };
+                tag = t;
+                size += self.blocks[n].size;
+                j = n;
+            }
+        }
+        size
     }
 
     /// Statistics snapshot (the caller fills in config-derived fields).
-    pub fn snapshot(&mut self) -> PoolStats {
+    pub fn snapshot(&self) -> PoolStats {
         let mut s = self.stats.clone();
         crate::active::derive_active(&mut s.active, &self.stats.allocation, &self.active_peak[0]);
         crate::active::derive_active(&mut s.active_bytes, &self.stats.allocated_bytes, &self.active_peak[1]);
