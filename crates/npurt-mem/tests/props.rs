@@ -138,7 +138,10 @@ fn run(seed: u64) {
             // Deferred frees count as the blocks they coalesce into; the snapshot coalesces.
             let largest = p.largest_free_block();
             let snap = p.snapshot();
-            let free = snap.iter().flat_map(|s| &s.blocks).filter(|b| b.status == BlockStatus::Free);
+            let free = snap
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.status == BlockStatus::Free);
             assert_eq!(free.map(|b| b.size).max().unwrap_or(0), largest);
             let total: usize = snap.iter().map(|s| s.size).sum();
             assert_eq!(total, p.reserved_bytes());
