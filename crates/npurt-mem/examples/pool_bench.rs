@@ -42,12 +42,15 @@ fn main() {
         p.free(black_box(x), Vec::new()).unwrap();
     });
 
-    // 2. Split + coalesce every time (the block is carved from a free 20 MiB segment).
+    // 2. Split + coalesce every time: two sizes alternate, so no freed block fits the next
+    // request exactly; each request coalesces the previous free, then splits again.
     let p2 = pool();
     let x = p2.alloc(4 * MIB, 0).unwrap();
     p2.free(x, Vec::new()).unwrap();
+    let mut k = 0usize;
     let split = ns_per(iters, || {
-        let x = p2.alloc(black_box(4 * MIB), 0).unwrap();
+        k += 1;
+        let x = p2.alloc(black_box(if k % 2 == 0 { 4 * MIB } else { 3 * MIB }), 0).unwrap();
         p2.free(black_box(x), Vec::new()).unwrap();
     });
 
@@ -68,7 +71,7 @@ fn main() {
     });
 
     println!("alloc+free 1 MiB, exact fit from cache : {exact:7.1} ns/pair");
-    println!("alloc+free 4 MiB, split + coalesce       : {split:7.1} ns/pair");
+    println!("alloc+free 3/4 MiB, split + coalesce     : {split:7.1} ns/pair");
     println!("alloc+free 1 MiB, 100 live blocks        : {busy:7.1} ns/pair");
     println!("raw mmap+munmap 1 MiB                    : {raw:7.1} ns/pair");
     println!("ratio raw / pool (exact fit)             : {:7.1}x", raw / exact);
