@@ -18,6 +18,11 @@ def _median_ns(loop, n: int, rounds: int = 5) -> float:
     """Median over ``rounds`` calls of ``loop(k)`` (``k = n // rounds`` iterations of the
     timed operation, written out in ``loop`` itself), ns per iteration."""
     k = max(1, n // rounds)
+    # Warm up for 0.1 s first: a core that sat idle runs slowly for tens of milliseconds
+    # (frequency ramp on the host), which would otherwise land in every round of a short run.
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.1:
+        loop(k)
     res = []
     for _ in range(rounds):
         t = time.perf_counter()
@@ -35,7 +40,6 @@ def pool_pair_ns(n: int) -> float:
         for _ in range(k):
             m(MiB).free()
 
-    loop(1)
     return _median_ns(loop, n)
 
 
@@ -189,7 +193,7 @@ def npurt_replay(ops: List[Tuple[str, int, int]]) -> Dict[str, float]:
 
 
 def run(quick: bool) -> Dict[str, object]:
-    n = 20_000 if quick else 200_000
+    n = 50_000 if quick else 200_000
     touch = (128 if quick else 512) * MiB
     steps = 2_000 if quick else 10_000
     res: Dict[str, object] = {
