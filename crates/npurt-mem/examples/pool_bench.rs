@@ -50,7 +50,9 @@ fn main() {
     let mut k = 0usize;
     let split = ns_per(iters, || {
         k += 1;
-        let x = p2.alloc(black_box(if k % 2 == 0 { 4 * MIB } else { 3 * MIB }), 0).unwrap();
+        let x = p2
+            .alloc(black_box(if k % 2 == 0 { 4 * MIB } else { 3 * MIB }), 0)
+            .unwrap();
         p2.free(black_box(x), Vec::new()).unwrap();
     });
 

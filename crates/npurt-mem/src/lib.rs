@@ -83,6 +83,7 @@ mod active;
 pub mod align;
 mod block;
 mod check;
+mod coalesce;
 mod config;
 pub mod error;
 mod fence;

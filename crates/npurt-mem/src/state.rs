@@ -1,11 +1,12 @@
 //! The caching pool's bookkeeping (everything behind the pool's mutex): free lists,
-//! best fit, split, coalescing, pending (fenced) frees, segment release, statistics.
+//! best fit, split, pending (fenced) frees, statistics (coalescing is in `coalesce.rs`,
+//! segment registration and release in `lifecycle.rs`).
 //! No system calls happen here; mapping and unmapping are done by `grow.rs` and
 //! `pool.rs` outside the lock.
 
 use std::collections::BTreeMap;
 
-use crate::block::{merged_tag, AddrMap, BState, Block, Slab, ANY_STREAM, LARGE, NIL, SMALL};
+use crate::block::{AddrMap, BState, Block, Slab, ANY_STREAM, LARGE, NIL, SMALL};
 use crate::error::MemError;
 use crate::fence::Fence;
 use crate::freelist::FreeLists;
@@ -283,115 +284,6 @@ impl State {
         (p, size)
     }
 
-    /// Allocated/pending block `i` becomes free (tagged with its stream) and enters
-    /// the hot cache deferred: coalescing waits until a request needs it (freelist.rs).
-    #[inline]
-    fn free_block(&mut self, i: u32) {
-        let b = &mut self.blocks[i];
-        b.state = BState::Free;
-        b.deferred = true;
-        self.push_hot(i);
-    }
-
-    /// Puts free block `i` (not in a free list) into the hot cache; the entry that makes
-    /// room goes to the ordered map, coalesced first if it was deferred.
-    #[inline]
-    fn push_hot(&mut self, i: u32) {
-        if let Some(old) = self.free.insert_hot(&mut self.blocks, i) {
-            if self.blocks[old].deferred {
-                self.merge_and_insert(old, false);
-            } else {
-                self.free.insert(&mut self.blocks, old);
-            }
-        }
-    }
-
-    /// Coalesces the deferred blocks of `pool`'s hot cache (they stay hot).
-    pub fn settle(&mut self, pool: usize) {
-        let (slots, len) = self.free.hot_slots(pool);
-        for &i in &slots[..len] {
-            // Skip entries an earlier merge of this loop absorbed, evicted or settled.
-            let b = &self.blocks[i];
-            if b.state == BState::Free && b.hot && b.deferred {
-                self.free.remove(&mut self.blocks, i);
-                self.merge_and_insert(i, true);
-            }
-        }
-    }
-
-    /// Coalesces every deferred block (both pools).
-    pub fn settle_all(&mut self) {
-        self.settle(SMALL);
-        self.settle(LARGE);
-    }
-
-    /// Moves every hot block into the ordered maps, coalescing deferred ones.
-    pub fn flush_hot(&mut self) {
-        for pool in [SMALL, LARGE] {
-            while let Some(i) = self.free.pop_hot(&mut self.blocks, pool) {
-                if self.blocks[i].deferred {
-                    self.merge_and_insert(i, false);
-                } else {
-                    self.free.insert(&mut self.blocks, i);
-                }
-            }
-        }
-    }
-
-    /// Free block `i` (not in a free list) absorbs every compatible free neighbour (a
-    /// run of them when deferred blocks are involved) and is inserted into its free list
-    /// (the hot cache if `hot`). Returns the surviving slot.
-    pub(crate) fn merge_and_insert(&mut self, mut i: u32, hot: bool) -> u32 {
-        loop {
-            let prev = self.blocks[i].prev;
-            if prev == NIL || self.blocks[prev].state != BState::Free {
-                break;
-            }
-            let Some(tag) = merged_tag(self.blocks[prev].stream, self.blocks[i].stream) else {
-                break;
-            };
-            self.free.remove(&mut self.blocks, prev);
-            self.absorb_next(prev, tag);
-            i = prev;
-        }
-        loop {
-            let next = self.blocks[i].next;
-            if next == NIL || self.blocks[next].state != BState::Free {
-                break;
-            }
-            let Some(tag) = merged_tag(self.blocks[i].stream, self.blocks[next].stream) else {
-                break;
-            };
-            self.free.remove(&mut self.blocks, next);
-            self.absorb_next(i, tag);
-        }
-        self.blocks[i].deferred = false;
-        if hot {
-            self.push_hot(i);
-        } else {
-            self.free.insert(&mut self.blocks, i);
-        }
-        i
-    }
-
-    /// Block `i` swallows its successor (neither is in a free list).
-    fn absorb_next(&mut self, i: u32, tag: u64) {
-        let n = self.blocks[i].next;
-        let (nsize, nnext, naddr) = {
-            let nb = &self.blocks[n];
-            (nb.size, nb.next, nb.addr)
-        };
-        let b = &mut self.blocks[i];
-        b.size += nsize;
-        b.next = nnext;
-        b.stream = tag;
-        if nnext != NIL {
-            self.blocks[nnext].prev = i;
-        }
-        self.starts.remove(&naddr);
-        self.blocks.remove(n);
-    }
-
     /// Polls pending frees; blocks whose fences all completed become free.
     pub fn process_pending(&mut self) {
         let mut k = 0;
@@ -440,45 +332,6 @@ impl State {
             .as_ref()
             .map(|r| r.seg.page_kind())
             .unwrap_or(PageKind::Normal)
-    }
-
-    /// Size of the largest free cached block, counting each deferred block as the block
-    /// it will coalesce into (reading it changes nothing).
-    pub fn largest_free(&self) -> usize {
-        let mut largest = self.free.largest(&self.blocks);
-        for pool in [SMALL, LARGE] {
-            let (slots, len) = self.free.hot_slots(pool);
-            for &i in &slots[..len] {
-                if self.blocks[i].deferred {
-                    largest = largest.max(self.free_run(i));
-                }
-            }
-        }
-        largest
-    }
-
-    /// Bytes of the free block that coalescing free block `i` would make: the run of
-    /// adjacent free blocks around it whose stream tags can merge.
-    fn free_run(&self, i: u32) -> usize {
-        let b = &self.blocks[i];
-        let (mut size, mut tag) = (b.size, b.stream);
-        for forward in [false, true] {
-            let mut j = i;
-            loop {
-                let b = &self.blocks[j];
-                let n = if forward { b.next } else { b.prev };
-                if n == NIL || self.blocks[n].state != BState::Free {
-                    break;
-                }
-                let Some(t) = merged_tag(tag, self.blocks[n].stream) else {
-                    break;
-                };
-                tag = t;
-                size += self.blocks[n].size;
-                j = n;
-            }
-        }
-        size
     }
 
     /// Statistics snapshot (the caller fills in config-derived fields).

@@ -6,11 +6,12 @@ use crate::args::int_arg;
 use crate::copy::{py_read, py_write};
 use crate::device::device_id;
 use crate::errors::{to_py, value_error, IntoPy};
-use npurt_core::memory::{self, AnyBuffer, DeviceBuffer, DeviceMemory, HostBuffer, PagePolicy};
+use crate::host::PyHostBuffer;
+use npurt_core::memory::{self, AnyBuffer, DeviceBuffer, DeviceMemory, PagePolicy};
 use npurt_core::{current, Error};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyModule, PyTuple};
+use pyo3::types::{PyDict, PyInt, PyModule, PyTuple};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Copies of more than this many bytes release the GIL.
@@ -127,16 +128,20 @@ impl PyDeviceBuffer {
     }
 }
 
-fn freed(what: &'static str, addr: usize) -> PyErr {
+pub(crate) fn freed(what: &'static str, addr: usize) -> PyErr {
     to_py(npurt_core::error::BufferError::Freed { what, addr }.into())
 }
 
-fn double_free(addr: usize) -> PyErr {
+pub(crate) fn double_free(addr: usize) -> PyErr {
     to_py(npurt_mem::MemError::DoubleFree { addr }.into())
 }
 
 /// `free()` of a buffer object: frees its handle once; a second call is a double free.
-fn free_slot<B>(slot: &Mutex<Option<B>>, addr: usize, free: impl FnOnce(B) -> npurt_core::Result<()>) -> PyResult<()> {
+pub(crate) fn free_slot<B>(
+    slot: &Mutex<Option<B>>,
+    addr: usize,
+    free: impl FnOnce(B) -> npurt_core::Result<()>,
+) -> PyResult<()> {
     match lock(slot).take() {
         Some(b) => free(b).py_err(),
         None => Err(double_free(addr)),
@@ -145,7 +150,7 @@ fn free_slot<B>(slot: &Mutex<Option<B>>, addr: usize, free: impl FnOnce(B) -> np
 
 /// Leaving a buffer's `with` block: frees it unless that already happened (through
 /// `free()` or another handle), which is not an error here.
-fn release_slot<B>(slot: &Mutex<Option<B>>, free: impl FnOnce(B) -> npurt_core::Result<()>) {
+pub(crate) fn release_slot<B>(slot: &Mutex<Option<B>>, free: impl FnOnce(B) -> npurt_core::Result<()>) {
     if let Some(b) = lock(slot).take() {
         let _ = free(b);
     }
@@ -232,117 +237,6 @@ impl PyDeviceBuffer {
     }
 }
 
-/// Pinned host memory from `npurt.malloc_host` (AscendCL `aclrtMallocHost`): copies to and
-/// from it are truly asynchronous. `np.asarray(buf)` / `buf.numpy()` view it without a
-/// copy (the view keeps the memory alive even after `free()`).
-#[pyclass(module = "npurt", name = "HostBuffer", frozen)]
-pub(crate) struct PyHostBuffer {
-    buf: Mutex<Option<HostBuffer>>,
-    addr: usize,
-    nbytes: usize,
-    locked: bool,
-}
-
-impl PyHostBuffer {
-    #[inline]
-    pub(crate) fn handle(&self) -> PyResult<HostBuffer> {
-        lock(&self.buf).clone().ok_or_else(|| freed("host buffer", self.addr))
-    }
-}
-
-#[pymethods]
-impl PyHostBuffer {
-    /// Address of the first byte.
-    #[getter]
-    fn ptr(&self) -> usize {
-        self.addr
-    }
-    /// Bytes requested.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.nbytes
-    }
-    /// Always True: the memory comes from the pinned pool (see `locked`).
-    #[getter]
-    fn pinned(&self) -> bool {
-        true
-    }
-    /// Whether mlock succeeded (False when RLIMIT_MEMLOCK refused it; copies still work).
-    #[getter]
-    fn locked(&self) -> bool {
-        self.locked
-    }
-    /// True once freed.
-    #[getter]
-    fn freed(&self) -> bool {
-        lock(&self.buf).as_ref().is_none_or(|b| b.is_freed())
-    }
-
-    /// Frees the buffer (stream-ordered). A second free raises npurt.MemoryFreeError.
-    fn free(&self) -> PyResult<()> {
-        free_slot(&self.buf, self.addr, |b| b.free())
-    }
-
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
-        release_slot(&self.buf, |b| b.free());
-        false
-    }
-
-    fn __repr__(&self) -> String {
-        let state = if self.freed() { " freed" } else { "" };
-        format!(
-            "<npurt.HostBuffer nbytes={} ptr={:#x} locked={}{state}>",
-            self.nbytes, self.addr, self.locked
-        )
-    }
-
-    fn __len__(&self) -> usize {
-        self.nbytes
-    }
-
-    /// A zero-copy uint8 numpy view (reinterpreted as `dtype` if given).
-    #[pyo3(signature = (dtype=None))]
-    fn numpy<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        let a = native_array(py, &AnyBuffer::Host(self.handle()?), self.nbytes)?;
-        match dtype {
-            Some(d) if !d.is_none() => a.call_method1("view", (d,)),
-            _ => Ok(a),
-        }
-    }
-
-    /// numpy's conversion hook: `np.asarray(buf)` is a zero-copy uint8 view.
-    #[pyo3(signature = (dtype=None, copy=None))]
-    fn __array__<'py>(
-        &self,
-        py: Python<'py>,
-        dtype: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let mut a = native_array(py, &AnyBuffer::Host(self.handle()?), self.nbytes)?;
-        if let Some(d) = dtype.filter(|d| !d.is_none()) {
-            a = a.call_method1("astype", (d,))?;
-        } else if copy == Some(true) {
-            a = a.call_method0("copy")?;
-        }
-        Ok(a)
-    }
-
-    /// The contents as `bytes` (a copy).
-    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let b = self.handle()?;
-        PyBytes::new_with(py, self.nbytes, |out| {
-            if out.is_empty() {
-                return Ok(());
-            }
-            detach_above(py, out.len(), GIL_FREE_COPY, || memory::read(&b, 0, out)).py_err()
-        })
-    }
-}
-
 fn policy_arg(policy: Option<&Bound<'_, PyAny>>) -> PyResult<PagePolicy> {
     let Some(p) = policy.filter(|p| !p.is_none()) else {
         return Ok(PagePolicy::HugeFirst);
@@ -404,19 +298,6 @@ pub(crate) fn malloc(
     // map or unmap segments (or fault huge pages in), so it runs without the GIL.
     let b = detach_above(py, n, GIL_FREE_ALLOC, alloc);
     Ok(PyDeviceBuffer::wrap(b.py_err()?))
-}
-
-/// Allocates `nbytes` of pinned host memory (ACL `aclrtMallocHost`), page aligned.
-#[pyfunction]
-pub(crate) fn malloc_host(py: Python<'_>, nbytes: &Bound<'_, PyAny>) -> PyResult<PyHostBuffer> {
-    let n = size_arg(nbytes, "nbytes")?;
-    let b = py.detach(|| memory::malloc_host(n)).py_err()?;
-    Ok(PyHostBuffer {
-        addr: b.addr(),
-        nbytes: b.nbytes(),
-        locked: b.is_locked(),
-        buf: Mutex::new(Some(b)),
-    })
 }
 
 /// The npurt buffer behind a Python object, if it is one.
