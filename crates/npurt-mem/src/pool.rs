@@ -12,7 +12,7 @@ use crate::info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot};
 use crate::page::{HugePageMode, PagePolicy};
 use crate::segment::Segment;
 use crate::state::{State, LARGE_BUFFER, MIN_BLOCK};
-use crate::stats::{PoolStats, StatArray};
+use crate::stats::PoolStats;
 
 /// A caching device-memory pool for one virtual device. All methods take `&self`.
 pub struct CachingPool {
@@ -273,25 +273,13 @@ impl CachingPool {
     /// Resets every peak to the current value.
     pub fn reset_peak_stats(&self) {
         let mut st = self.state.lock();
-        for a in stat_arrays(&mut st.stats) {
-            for s in a.iter_mut() {
-                s.peak = s.current;
-            }
-        }
+        st.stats.reset_peaks();
         st.reset_active_peaks();
     }
 
     /// Resets cumulative counters (`allocated`/`freed`, retries, OOMs).
     pub fn reset_accumulated_stats(&self) {
-        let mut st = self.state.lock();
-        for a in stat_arrays(&mut st.stats) {
-            for s in a.iter_mut() {
-                s.allocated = 0;
-                s.freed = 0;
-            }
-        }
-        st.stats.num_alloc_retries = 0;
-        st.stats.num_ooms = 0;
+        self.state.lock().stats.reset_accumulated();
     }
 
     /// Segments and blocks (torch's `memory_snapshot`), deferred frees coalesced first.
@@ -345,16 +333,4 @@ impl CachingPool {
         }
         Ok(())
     }
-}
-
-fn stat_arrays(s: &mut PoolStats) -> [&mut StatArray; 7] {
-    [
-        &mut s.allocation,
-        &mut s.segment,
-        &mut s.active,
-        &mut s.allocated_bytes,
-        &mut s.reserved_bytes,
-        &mut s.active_bytes,
-        &mut s.requested_bytes,
-    ]
 }

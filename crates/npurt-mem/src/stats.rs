@@ -101,6 +101,41 @@ pub struct PoolStats {
 }
 
 impl PoolStats {
+    /// The seven statistic arrays (allocation, segment, active, allocated/reserved/
+    /// active/requested bytes).
+    fn arrays_mut(&mut self) -> [&mut StatArray; 7] {
+        [
+            &mut self.allocation,
+            &mut self.segment,
+            &mut self.active,
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_bytes,
+            &mut self.requested_bytes,
+        ]
+    }
+
+    /// Sets every peak to the current value (`reset_peak_memory_stats`).
+    pub fn reset_peaks(&mut self) {
+        for a in self.arrays_mut() {
+            for s in a.iter_mut() {
+                s.peak = s.current;
+            }
+        }
+    }
+
+    /// Zeroes the cumulative `allocated`/`freed` counters, retries and OOMs.
+    pub fn reset_accumulated(&mut self) {
+        for a in self.arrays_mut() {
+            for s in a.iter_mut() {
+                s.allocated = 0;
+                s.freed = 0;
+            }
+        }
+        self.num_alloc_retries = 0;
+        self.num_ooms = 0;
+    }
+
     /// Reserved bytes of one page kind.
     pub fn page_bytes_of(&self, kind: PageKind) -> u64 {
         self.page_bytes[kind.index()]

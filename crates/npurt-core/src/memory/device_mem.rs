@@ -297,21 +297,7 @@ impl DeviceMemory {
         for p in self.pools() {
             p.pool.reset_peak_stats();
         }
-        let mut ext = self.ext.lock();
-        let s = &mut ext.stats;
-        for a in [
-            &mut s.allocation,
-            &mut s.segment,
-            &mut s.active,
-            &mut s.allocated_bytes,
-            &mut s.reserved_bytes,
-            &mut s.active_bytes,
-            &mut s.requested_bytes,
-        ] {
-            for st in a.iter_mut() {
-                st.peak = st.current;
-            }
-        }
+        self.ext.lock().stats.reset_peaks();
     }
 
     /// Returns the caching pool's unused cached segments to the OS; the bytes released.
