@@ -174,18 +174,24 @@ impl DeviceArray {
         *lock(&self.writer) = Some(s.clone());
     }
 
-    /// Checks the buffer is usable and on `s`'s device, and orders `s` after the buffer's
-    /// last writer if that is another stream (a device-side wait, no host blocking).
-    pub fn prepare_on(&self, s: &Stream) -> Result<(), Error> {
+    /// Checks the buffer is usable and on `s`'s device (`what` names it in the error).
+    fn check_on(&self, s: &Stream, what: &'static str) -> Result<(), Error> {
         self.buf.check()?;
         if self.buf.device() != s.device() {
             return Err(DeviceError::WrongDevice {
-                what: "array",
+                what,
                 owner: self.buf.device(),
                 current: s.device(),
             }
             .into());
         }
+        Ok(())
+    }
+
+    /// Checks the buffer is usable and on `s`'s device, and orders `s` after the buffer's
+    /// last writer if that is another stream (a device-side wait, no host blocking).
+    pub fn prepare_on(&self, s: &Stream) -> Result<(), Error> {
+        self.check_on(s, "array")?;
         if let Some(w) = self.last_writer() {
             if w != *s && w.is_alive() {
                 s.wait_stream(&w)?;
@@ -218,25 +224,9 @@ pub fn launch(
     build: impl FnOnce(u32) -> Result<Launch, KernelArgError>,
 ) -> Result<Option<Pending>, ArrayError> {
     for a in inputs {
-        a.buf.check()?;
-        if a.buf.device() != s.device() {
-            return Err(Error::from(DeviceError::WrongDevice {
-                what: "array",
-                owner: a.buf.device(),
-                current: s.device(),
-            })
-            .into());
-        }
+        a.check_on(s, "array")?;
     }
-    out.buf.check()?;
-    if out.buf.device() != s.device() {
-        return Err(Error::from(DeviceError::WrongDevice {
-            what: "output array",
-            owner: out.buf.device(),
-            current: s.device(),
-        })
-        .into());
-    }
+    out.check_on(s, "output array")?;
     let (kernel, blocks) = build(cores_hint())?;
     for a in inputs {
         a.prepare_on(s)?;

@@ -129,9 +129,19 @@ enum RowOp {
     RmsNorm { eps: f32 },
 }
 
+impl RowOp {
+    fn name(self) -> &'static str {
+        match self {
+            RowOp::Softmax => "softmax",
+            RowOp::LogSoftmax => "log_softmax",
+            RowOp::LayerNorm { .. } => "layer_norm",
+            RowOp::RmsNorm { .. } => "rms_norm",
+        }
+    }
+}
+
 struct RowKernel {
     op: RowOp,
-    name: &'static str,
     x: TensorView,
     out: TensorView,
     weight: Option<TensorView>,
@@ -154,10 +164,8 @@ fn float_only(op: &'static str, x: &TensorView) -> Result<(), KernelArgError> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn row_kernel(
     op: RowOp,
-    name: &'static str,
     x: &TensorView,
     axis: usize,
     weight: Option<&TensorView>,
@@ -174,7 +182,6 @@ fn row_kernel(
         .min(rows.numel().max(1) as u32);
     let k = RowKernel {
         op,
-        name,
         x: x.clone(),
         out: out.clone(),
         weight: weight.cloned(),
@@ -189,28 +196,28 @@ fn row_kernel(
 /// `out = softmax(x, axis)` = exp(x - max) / Σ exp(x - max) along `axis`; float dtypes;
 /// `out` has x's shape and dtype and may be `x` itself.
 pub fn softmax(x: &TensorView, axis: isize, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
-    softmax_like(RowOp::Softmax, "softmax", x, axis, out, cores)
+    softmax_like(RowOp::Softmax, x, axis, out, cores)
 }
 
 /// `out = log_softmax(x, axis)` = (x - max) - log Σ exp(x - max); as [`softmax`].
 pub fn log_softmax(x: &TensorView, axis: isize, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
-    softmax_like(RowOp::LogSoftmax, "log_softmax", x, axis, out, cores)
+    softmax_like(RowOp::LogSoftmax, x, axis, out, cores)
 }
 
 fn softmax_like(
     op: RowOp,
-    name: &'static str,
     x: &TensorView,
     axis: isize,
     out: &TensorView,
     cores: u32,
 ) -> Result<Launch, KernelArgError> {
+    let name = op.name();
     float_only(name, x)?;
     check_dtype(name, "out", out, x.dtype())?;
     let ax = normalize_axis(name, axis, x.ndim())?;
     check_out_shape(name, out, x.shape())?;
     check_output(name, out, &[("x", x)], true)?;
-    row_kernel(op, name, x, ax, None, None, out, cores)
+    row_kernel(op, x, ax, None, None, out, cores)
 }
 
 fn check_param(
@@ -231,13 +238,16 @@ fn check_param(
     Ok(())
 }
 
-fn norm_common(
-    name: &'static str,
+/// The checks shared by layer_norm and rms_norm (over the last axis), then the kernel.
+fn norm_kernel(
+    op: RowOp,
     x: &TensorView,
     weight: Option<&TensorView>,
     bias: Option<&TensorView>,
     out: &TensorView,
-) -> Result<(), KernelArgError> {
+    cores: u32,
+) -> Result<Launch, KernelArgError> {
+    let name = op.name();
     float_only(name, x)?;
     if x.ndim() == 0 {
         return Err(KernelArgError::Rank {
@@ -256,7 +266,8 @@ fn norm_common(
         .into_iter()
         .filter_map(|(n, p)| p.map(|p| (n, p)))
         .collect();
-    check_output(name, out, &params, false)
+    check_output(name, out, &params, false)?;
+    row_kernel(op, x, x.ndim() - 1, weight, bias, out, cores)
 }
 
 /// `out = (x - mean) / sqrt(var + eps) * weight + bias` over the last axis (biased
@@ -270,17 +281,7 @@ pub fn layer_norm(
     out: &TensorView,
     cores: u32,
 ) -> Result<Launch, KernelArgError> {
-    norm_common("layer_norm", x, weight, bias, out)?;
-    row_kernel(
-        RowOp::LayerNorm { eps: eps as f32 },
-        "layer_norm",
-        x,
-        x.ndim() - 1,
-        weight,
-        bias,
-        out,
-        cores,
-    )
+    norm_kernel(RowOp::LayerNorm { eps: eps as f32 }, x, weight, bias, out, cores)
 }
 
 /// `out = x / sqrt(mean(x²) + eps) * weight` over the last axis; as [`layer_norm`].
@@ -291,17 +292,7 @@ pub fn rms_norm(
     out: &TensorView,
     cores: u32,
 ) -> Result<Launch, KernelArgError> {
-    norm_common("rms_norm", x, weight, None, out)?;
-    row_kernel(
-        RowOp::RmsNorm { eps: eps as f32 },
-        "rms_norm",
-        x,
-        x.ndim() - 1,
-        weight,
-        None,
-        out,
-        cores,
-    )
+    norm_kernel(RowOp::RmsNorm { eps: eps as f32 }, x, weight, None, out, cores)
 }
 
 /// Reads a parameter vector as f32.
@@ -385,7 +376,7 @@ impl RowKernel {
 
 impl Kernel for RowKernel {
     fn name(&self) -> &str {
-        self.name
+        self.op.name()
     }
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
         let (s, e) = blk.split(self.rows.numel());

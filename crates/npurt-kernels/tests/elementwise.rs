@@ -274,18 +274,8 @@ const PAIRS: &[(&[usize], &[usize])] = &[
 #[test]
 fn binary_ops_with_broadcasting() {
     let mut rng = Rng::new(4);
-    let dtypes = [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::I64,
-        DType::I8,
-        DType::U8,
-        DType::Bool,
-    ];
     for op in BinaryOp::ALL {
-        for dtype in dtypes.into_iter().filter(|&d| op.supports(d)) {
+        for dtype in DType::ALL.into_iter().filter(|&d| op.supports(d)) {
             let (lo, hi) = match dtype {
                 DType::U8 => (0.0, 255.0),
                 d if d.is_int() => (-120.0, 120.0),
@@ -379,7 +369,6 @@ fn binary_in_place_variants() {
 }
 
 fn cast_ref(from: DType, to: DType, x: f64) -> f64 {
-    let _ = from;
     match to {
         DType::Bool => (x != 0.0) as u8 as f64,
         DType::F32 | DType::F16 | DType::BF16 => round_to(to, x),

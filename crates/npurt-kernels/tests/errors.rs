@@ -7,9 +7,9 @@ mod common;
 
 use common::*;
 use npurt_kernels::{
-    axpy, binary, cast, concat, copy, fill, gemm, layer_norm, matmul, permute, reduce, rms_norm, slice, softmax,
-    transpose2d, unary, BinaryOp, DType, Fault, GemmArgs, HostTensor, Keep, KernelArgError as E, ReduceOp, Scalar,
-    TensorView, UnaryOp,
+    axpy, binary, cast, concat, copy, fill, gemm, layer_norm, log_softmax, matmul, permute, reduce, rms_norm, slice,
+    softmax, transpose2d, unary, BinaryOp, DType, Fault, GemmArgs, HostTensor, Keep, KernelArgError as E, ReduceOp,
+    Scalar, TensorView, UnaryOp,
 };
 use std::sync::Arc;
 
@@ -68,6 +68,51 @@ fn elementwise_errors() {
 }
 
 #[test]
+fn axpy_and_shape_helper_errors() {
+    let (x, o) = (t(DType::F32, &[3, 4]), t(DType::F32, &[3, 4]));
+    let (y5, o4) = (t(DType::F32, &[5]), t(DType::F32, &[4]));
+    assert_err!(axpy(2.0, &v(&x), &v(&y5), &v(&o), 2), E::Broadcast { .. });
+    assert_err!(axpy(2.0, &v(&x), &v(&o4), &v(&o4), 2), E::OutputShape { .. });
+    assert_err!(
+        axpy(2.0, &v(&x), &v(&t(DType::I32, &[3, 4])), &v(&o), 2),
+        E::DTypeMismatch { what: "y", .. }
+    );
+    let i = t(DType::I32, &[3, 4]);
+    assert_err!(axpy(0.5, &v(&i), &v(&i), &v(&i), 2), E::Invalid { .. });
+    let u = t(DType::U8, &[3]);
+    assert_err!(axpy(Scalar::Int(300), &v(&u), &v(&u), &v(&u), 2), E::Invalid { .. });
+    // Overlapping x other than exactly.
+    let shifted = v(&x).slice_axis(0, 1, 2, 1).unwrap();
+    let first = v(&x).slice_axis(0, 0, 2, 1).unwrap();
+    assert_err!(axpy(1.0, &first, &first, &shifted, 2), E::Aliasing { .. });
+    assert!(axpy(1.0, &v(&x), &v(&o), &v(&x), 2).is_ok());
+    // The public shape helpers.
+    assert_err!(
+        npurt_kernels::reduce_out_shape(&[3, 4], Some(&[2]), false),
+        E::BadAxis { .. }
+    );
+    assert_err!(
+        npurt_kernels::reduce_out_shape(&[3, 4], Some(&[1, -1]), false),
+        E::Invalid { .. }
+    );
+    assert_err!(
+        npurt_kernels::matmul_out_shape(&[4], &[4, 3], false, false),
+        E::Rank { what: "a", .. }
+    );
+    assert_err!(
+        npurt_kernels::matmul_out_shape(&[2, 4], &[2, 3, 4, 5], false, false),
+        E::Rank { what: "b", .. }
+    );
+    assert_err!(npurt_kernels::broadcast_shapes("t", &[2], &[3]), E::Broadcast { .. });
+    assert_err!(npurt_kernels::normalize_axis("t", -3, 2), E::BadAxis { .. });
+    assert_err!(log_softmax(&v(&x), -3, &v(&o), 1), E::BadAxis { .. });
+    assert_err!(
+        concat(&[v(&x), v(&i)], 0, &v(&t(DType::F32, &[6, 4])), 1),
+        E::DTypeMismatch { .. }
+    );
+}
+
+#[test]
 fn aliasing_errors() {
     let x = t(DType::F32, &[4, 4]);
     // Output overlapping an input other than exactly: shifted, transposed, broadcast.
@@ -90,13 +135,10 @@ fn aliasing_errors() {
     assert_err!(matmul(&v(&x), &v(&y), &v(&x), false, false, 1), E::Aliasing { .. });
     assert_err!(permute(&v(&x), &[1, 0], &v(&x), 1), E::Aliasing { .. });
     assert_err!(transpose2d(&v(&x), &v(&x), 1), E::Aliasing { .. });
-    let s = t(DType::F32, &[4]);
     assert_err!(
         reduce(ReduceOp::Sum, &v(&x), Some(&[0]), &v(&x).index_axis(0, 0).unwrap(), 1),
         E::Aliasing { .. }
     );
-    let _ = s;
-    let w = t(DType::F32, &[4]);
     assert_err!(
         layer_norm(&v(&x), Some(&v(&x).index_axis(0, 3).unwrap()), None, 1e-5, &v(&x), 1),
         E::Aliasing { .. }
@@ -106,7 +148,6 @@ fn aliasing_errors() {
         concat(&[v(&z).slice_axis(0, 4, 4, 1).unwrap(), v(&y)], 0, &v(&z), 1),
         E::Aliasing { .. }
     );
-    let _ = w;
     // The same memory as exactly the same view is fine where documented.
     assert!(unary(UnaryOp::Neg, &v(&x), &v(&x), 1).is_ok());
     assert!(softmax(&v(&x), 0, &v(&x), 1).is_ok());

@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use npurt_kernels::{gemm, matmul, matmul_out_shape, DType, GemmArgs, HostTensor, TensorView};
+use npurt_kernels::{gemm, matmul, matmul_out_shape, DType, GemmArgs, HostTensor};
 
 /// op(x) element (b, i, j) of a logical tensor `x` (2-D or 3-D row-major), with transpose.
 fn at(x: &[f64], shape: &[usize], t: bool, b: usize, i: usize, j: usize) -> f64 {
@@ -95,6 +95,11 @@ fn store(dt: DType, w: f64) -> f64 {
     }
 }
 
+/// A reference result as stored in `dt` (see [`store`]).
+fn stored(dt: DType, reference: Vec<f64>) -> Vec<f64> {
+    reference.into_iter().map(|w| store(dt, w)).collect()
+}
+
 fn check_close(dt: DType, got: &[f64], want: &[f64], k: usize, what: &str) {
     let (rtol, atol) = match dt {
         DType::F32 => (1e-5, 1e-5 * (k as f64).sqrt() * 4.0),
@@ -125,10 +130,7 @@ fn matmul_2d_all_transposes() {
                     trans_b: tb,
                     ..GemmArgs::default()
                 };
-                let want: Vec<f64> = reference(&ad, &sa, &bd, &sb, args, None, None, &[m, n])
-                    .into_iter()
-                    .map(|w| store(dt, w))
-                    .collect();
+                let want = stored(dt, reference(&ad, &sa, &bd, &sb, args, None, None, &[m, n]));
                 check_close(dt, &got, &want, k, &format!("{dt} {m}x{k}x{n} ta={ta} tb={tb}"));
             }
         }
@@ -160,10 +162,7 @@ fn batched_matmul_with_broadcast_batch() {
                     trans_b: tb,
                     ..GemmArgs::default()
                 };
-                let want: Vec<f64> = reference(&ad, &sa, &bd, &sb, args, None, None, &oshape)
-                    .into_iter()
-                    .map(|w| store(dt, w))
-                    .collect();
+                let want = stored(dt, reference(&ad, &sa, &bd, &sb, args, None, None, &oshape));
                 check_close(dt, &got, &want, k, &format!("{dt} {sa:?} @ {sb:?} ta={ta} tb={tb}"));
             }
         }
@@ -191,19 +190,19 @@ fn gemm_alpha_beta_c_and_bias() {
             gemm(&v(&a), &v(&b), None, Some(&v(&bias)), &v(&out), args, 2)
         });
         let cfull = vec![4.0; m * n];
-        let want: Vec<f64> = reference(
-            &ad,
-            &[m, k],
-            &bd,
-            &[n, k],
-            args,
-            Some((&cfull, &[m, n])),
-            Some(&biasd),
-            &[m, n],
-        )
-        .into_iter()
-        .map(|w| store(dt, w))
-        .collect();
+        let want = stored(
+            dt,
+            reference(
+                &ad,
+                &[m, k],
+                &bd,
+                &[n, k],
+                args,
+                Some((&cfull, &[m, n])),
+                Some(&biasd),
+                &[m, n],
+            ),
+        );
         check_close(dt, &got, &want, k, &format!("{dt} gemm C=out"));
         // A separate C broadcast from a column (m, 1) and from a row (n,).
         for cs in [vec![m, 1], vec![n]] {
@@ -211,19 +210,16 @@ fn gemm_alpha_beta_c_and_bias() {
             let got = run_all(&out, 4.0, || {
                 gemm(&v(&a), &v(&b), Some(&v(&c)), None, &v(&out), args, 2)
             });
-            let want: Vec<f64> = reference(&ad, &[m, k], &bd, &[n, k], args, Some((&cd, &cs)), None, &[m, n])
-                .into_iter()
-                .map(|w| store(dt, w))
-                .collect();
+            let want = stored(
+                dt,
+                reference(&ad, &[m, k], &bd, &[n, k], args, Some((&cd, &cs)), None, &[m, n]),
+            );
             check_close(dt, &got, &want, k, &format!("{dt} gemm C {cs:?}"));
         }
         // beta = 0 ignores C entirely, even NaN (int: any sentinel).
         let args0 = GemmArgs { beta: 0.0, ..args };
         let got = run_all(&out, f64::NAN, || gemm(&v(&a), &v(&b), None, None, &v(&out), args0, 2));
-        let want: Vec<f64> = reference(&ad, &[m, k], &bd, &[n, k], args0, None, None, &[m, n])
-            .into_iter()
-            .map(|w| store(dt, w))
-            .collect();
+        let want = stored(dt, reference(&ad, &[m, k], &bd, &[n, k], args0, None, None, &[m, n]));
         check_close(dt, &got, &want, k, &format!("{dt} gemm beta=0"));
     }
 }
@@ -277,19 +273,19 @@ fn gemm_bias_epilogue_into_a_transposed_output() {
                 2,
             )
         });
-        let want: Vec<f64> = reference(
-            &ad,
-            &[m, k],
-            &bd,
-            &[k, n],
-            args,
-            Some((&cd, &[m, n])),
-            Some(&biasd),
-            &[m, n],
-        )
-        .into_iter()
-        .map(|w| store(dt, w))
-        .collect();
+        let want = stored(
+            dt,
+            reference(
+                &ad,
+                &[m, k],
+                &bd,
+                &[k, n],
+                args,
+                Some((&cd, &[m, n])),
+                Some(&biasd),
+                &[m, n],
+            ),
+        );
         let got_logical: Vec<f64> = (0..m * n).map(|f| got[(f % n) * m + f / n]).collect();
         check_close(dt, &got_logical, &want, k, &format!("{dt} gemm into a transposed out"));
     }
@@ -355,10 +351,10 @@ fn tiled_case(dt: DType, batch: Option<usize>, m: usize, n: usize, k: usize) {
         gemm(&v(&a), &v(&b), None, Some(&v(&bias)), &v(&out), args, 2)
     });
     let c = vec![1.0; numel(&oshape)];
-    let want: Vec<f64> = reference(&ad, &sa, &bd, &sb, args, Some((&c, &oshape)), Some(&biasd), &oshape)
-        .into_iter()
-        .map(|w| store(dt, w))
-        .collect();
+    let want = stored(
+        dt,
+        reference(&ad, &sa, &bd, &sb, args, Some((&c, &oshape)), Some(&biasd), &oshape),
+    );
     check_close(dt, &got, &want, k, &format!("tiled {dt} {sa:?} x {sb:?}"));
 }
 
@@ -377,5 +373,3 @@ fn tiled_batched_matmul_is_deterministic_and_correct() {
     tiled_case(DType::F32, Some(6), 128, 128, 200);
     tiled_case(DType::F32, Some(2), 256, 256, 256);
 }
-
-fn _unused(_: &TensorView) {}

@@ -32,17 +32,7 @@ pub fn axpy(
     check_dtype("axpy", "x", x, dt)?;
     check_dtype("axpy", "y", y, dt)?;
     alpha.check_for("axpy", dt)?;
-    let xy = broadcast_shapes("axpy", x.shape(), y.shape())?;
-    let full = broadcast_shapes("axpy", &xy, out.shape())?;
-    if full != out.shape() {
-        return Err(KernelArgError::OutputShape {
-            op: "axpy",
-            expected: xy,
-            got: out.shape().to_vec(),
-        });
-    }
-    let (xb, yb) = (x.broadcast_to(out.shape())?, y.broadcast_to(out.shape())?);
-    check_output("axpy", out, &[("x", &xb), ("y", &yb)], true)?;
+    let (xb, yb) = broadcast_pair_into("axpy", ("x", x), ("y", y), out)?;
     let it = Strided::new(out.shape(), [out.strides(), xb.strides(), yb.strides()]);
     let blocks = blocks_for(it.numel(), GRAIN_ELEMENTWISE, cores);
     Ok((
@@ -59,48 +49,18 @@ pub fn axpy(
 
 impl AxpyKernel {
     fn run<T: Elem>(&self, s: usize, e: usize) {
-        let [so, sx, sy] = self.it.inner_strides();
-        let (po, px, py) = (
-            self.out.ptr::<T>(),
-            self.x.ptr::<T>() as *const T,
-            self.y.ptr::<T>() as *const T,
-        );
+        let views = [&self.out, &self.x, &self.y];
         if T::DTYPE.is_float() {
             let a = self.alpha.to_elem::<f32>();
             let f = move |x: T, y: T| T::from_f32(a * x.to_f32() + y.to_f32());
-            self.it.for_each_run(s, e, |off, n| {
-                // SAFETY: as in BinaryKernel::map.
-                unsafe {
-                    run2(
-                        po.wrapping_offset(off[0]),
-                        so,
-                        px.wrapping_offset(off[1]),
-                        sx,
-                        py.wrapping_offset(off[2]),
-                        sy,
-                        n,
-                        f,
-                    )
-                }
-            });
+            // SAFETY: the views were validated by broadcast_pair_into at launch (out is
+            // exactly x or y, or disjoint from them); blocks get disjoint output ranges.
+            unsafe { map2(&self.it, views, s, e, f) }
         } else {
             let a = self.alpha.to_elem::<i64>();
             let f = move |x: T, y: T| T::from_i64(a.wrapping_mul(x.to_i64()).wrapping_add(y.to_i64()));
-            self.it.for_each_run(s, e, |off, n| {
-                // SAFETY: as in BinaryKernel::map.
-                unsafe {
-                    run2(
-                        po.wrapping_offset(off[0]),
-                        so,
-                        px.wrapping_offset(off[1]),
-                        sx,
-                        py.wrapping_offset(off[2]),
-                        sy,
-                        n,
-                        f,
-                    )
-                }
-            });
+            // SAFETY: as above.
+            unsafe { map2(&self.it, views, s, e, f) }
         }
     }
 }

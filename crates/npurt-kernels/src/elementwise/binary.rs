@@ -51,17 +51,7 @@ pub fn binary(
     }
     let a = operand_view(name, "a", a.into(), dt)?;
     let b = operand_view(name, "b", b.into(), dt)?;
-    let ab = broadcast_shapes(name, a.shape(), b.shape())?;
-    let full = broadcast_shapes(name, &ab, out.shape())?;
-    if full != out.shape() {
-        return Err(KernelArgError::OutputShape {
-            op: name,
-            expected: ab,
-            got: out.shape().to_vec(),
-        });
-    }
-    let (a, b) = (a.broadcast_to(out.shape())?, b.broadcast_to(out.shape())?);
-    check_output(name, out, &[("a", &a), ("b", &b)], true)?;
+    let (a, b) = broadcast_pair_into(name, ("a", &a), ("b", &b), out)?;
     let it = Strided::new(out.shape(), [out.strides(), a.strides(), b.strides()]);
     let blocks = blocks_for(it.numel(), GRAIN_ELEMENTWISE, cores);
     Ok((
@@ -96,27 +86,9 @@ fn min_nan(a: f32, b: f32) -> f32 {
 impl BinaryKernel {
     #[inline(always)]
     fn map<T: Elem>(&self, s: usize, e: usize, f: impl Fn(T, T) -> T) {
-        let [so, sa, sb] = self.it.inner_strides();
-        let (po, pa, pb) = (
-            self.out.ptr::<T>(),
-            self.a.ptr::<T>() as *const T,
-            self.b.ptr::<T>() as *const T,
-        );
-        self.it.for_each_run(s, e, |off, n| {
-            // SAFETY: as in UnaryKernel::map, for both inputs.
-            unsafe {
-                run2(
-                    po.wrapping_offset(off[0]),
-                    so,
-                    pa.wrapping_offset(off[1]),
-                    sa,
-                    pb.wrapping_offset(off[2]),
-                    sb,
-                    n,
-                    &f,
-                )
-            }
-        });
+        // SAFETY: the views were validated by broadcast_pair_into at launch (out is exactly
+        // a or b, or disjoint from them); blocks get disjoint output ranges.
+        unsafe { map2(&self.it, [&self.out, &self.a, &self.b], s, e, f) }
     }
 
     fn run<T: Elem>(&self, s: usize, e: usize) {
@@ -170,7 +142,3 @@ impl Kernel for BinaryKernel {
         Ok(())
     }
 }
-
-// ---------------------------------------------------------------------------------------
-// Cast / copy / fill
-// ---------------------------------------------------------------------------------------

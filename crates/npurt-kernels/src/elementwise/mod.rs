@@ -194,10 +194,9 @@ unsafe fn run1<A: Copy + 'static, O: Copy + 'static>(
             }
         }
     } else if so == 1 && sa == 0 {
-        // SAFETY: a is readable (contract); a broadcast input never overlaps the output.
-        let v = f(unsafe { a.read() });
-        let os = unsafe { std::slice::from_raw_parts_mut(o, n) };
-        os.fill(v);
+        // SAFETY: a is readable and o's contiguous run writable (contract); a broadcast
+        // input never overlaps the output.
+        unsafe { std::slice::from_raw_parts_mut(o, n).fill(f(a.read())) }
     } else {
         for i in 0..n as isize {
             // SAFETY: element i of each run is in the strided range (contract); in place,
@@ -213,7 +212,7 @@ unsafe fn run1<A: Copy + 'static, O: Copy + 'static>(
 /// As for [`run1`], for both inputs.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn run2<T: Copy>(
+unsafe fn run2<T: Copy + 'static>(
     o: *mut T,
     so: isize,
     a: *const T,
@@ -257,36 +256,17 @@ unsafe fn run2<T: Copy>(
             }
         }
     } else if so == 1 && sa == 1 && sb == 0 {
-        // SAFETY: as above; b is a broadcast input, never overlapping the output.
+        // SAFETY: b is a broadcast input, never overlapping the output; the runs of o and a
+        // meet run1's contract (this function's).
         unsafe {
             let y = b.read();
-            let os = std::slice::from_raw_parts_mut(o, n);
-            if ou == au {
-                for o in os.iter_mut() {
-                    *o = f(*o, y);
-                }
-            } else {
-                let xs = std::slice::from_raw_parts(a, n);
-                for (o, &x) in os.iter_mut().zip(xs) {
-                    *o = f(x, y);
-                }
-            }
+            run1(o, 1, a, 1, n, |x| f(x, y))
         }
     } else if so == 1 && sa == 0 && sb == 1 {
         // SAFETY: mirror of the arm above.
         unsafe {
             let x = a.read();
-            let os = std::slice::from_raw_parts_mut(o, n);
-            if ou == bu {
-                for o in os.iter_mut() {
-                    *o = f(x, *o);
-                }
-            } else {
-                let ys = std::slice::from_raw_parts(b, n);
-                for (o, &y) in os.iter_mut().zip(ys) {
-                    *o = f(x, y);
-                }
-            }
+            run1(o, 1, b, 1, n, |y| f(x, y))
         }
     } else {
         for i in 0..n as isize {
@@ -299,13 +279,63 @@ unsafe fn run2<T: Copy>(
     }
 }
 
+/// `out = f(x)` over the flat range `[s, e)` of `it` (strides `[out, x]`).
+///
+/// # Safety
+/// `out` and `x` are the views `it` was built from, validated by `check_output` (out is
+/// exactly x or disjoint from it; in place only with one dtype), with element types `O`
+/// and `A`; no other block writes `[s, e)` meanwhile.
+#[inline(always)]
+unsafe fn map1<A: Elem, O: Elem>(
+    it: &Strided<2>,
+    out: &TensorView,
+    x: &TensorView,
+    s: usize,
+    e: usize,
+    f: impl Fn(A) -> O,
+) {
+    let [so, sx] = it.inner_strides();
+    let (po, px) = (out.ptr::<O>(), x.ptr::<A>() as *const A);
+    it.for_each_run(s, e, |off, n| {
+        // SAFETY: the views' contract makes every element they address valid; the run lies
+        // within the shapes; the output is exactly x or disjoint from it (caller).
+        unsafe { run1(po.wrapping_offset(off[0]), so, px.wrapping_offset(off[1]), sx, n, &f) }
+    });
+}
+
+/// `out = f(a, b)` over the flat range `[s, e)` of `it` (strides `[out, a, b]`).
+///
+/// # Safety
+/// As for [`map1`], for both inputs (element type `T` throughout).
+#[inline(always)]
+unsafe fn map2<T: Elem>(it: &Strided<3>, [out, a, b]: [&TensorView; 3], s: usize, e: usize, f: impl Fn(T, T) -> T) {
+    let [so, sa, sb] = it.inner_strides();
+    let (po, pa, pb) = (out.ptr::<T>(), a.ptr::<T>() as *const T, b.ptr::<T>() as *const T);
+    it.for_each_run(s, e, |off, n| {
+        // SAFETY: as in map1, for both inputs.
+        unsafe {
+            run2(
+                po.wrapping_offset(off[0]),
+                so,
+                pa.wrapping_offset(off[1]),
+                sa,
+                pb.wrapping_offset(off[2]),
+                sb,
+                n,
+                &f,
+            )
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------------------
-// Unary
+// Argument checks shared by the kernels
 // ---------------------------------------------------------------------------------------
 
-/// `t` broadcast to `out`'s shape, or the error numpy would give.
-fn broadcast_into(op: &'static str, t: &TensorView, out: &TensorView) -> Result<TensorView, KernelArgError> {
-    let full = broadcast_shapes(op, t.shape(), out.shape())?;
+/// `x` broadcast to `out`'s shape (or the error numpy would give), checked as the input of
+/// `out` (in-place use allowed).
+fn broadcast_into(op: &'static str, x: &TensorView, out: &TensorView) -> Result<TensorView, KernelArgError> {
+    let full = broadcast_shapes(op, x.shape(), out.shape())?;
     if full != out.shape() {
         return Err(KernelArgError::OutputShape {
             op,
@@ -313,5 +343,30 @@ fn broadcast_into(op: &'static str, t: &TensorView, out: &TensorView) -> Result<
             got: out.shape().to_vec(),
         });
     }
-    t.broadcast_to(out.shape())
+    let xb = x.broadcast_to(out.shape())?;
+    check_output(op, out, &[("x", &xb)], true)?;
+    Ok(xb)
+}
+
+/// `a` and `b` broadcast together and into `out`'s shape (numpy's rules; the expected
+/// output shape reported is their joint broadcast), checked as the inputs of `out`
+/// (in-place use allowed).
+fn broadcast_pair_into(
+    op: &'static str,
+    (na, a): (&'static str, &TensorView),
+    (nb, b): (&'static str, &TensorView),
+    out: &TensorView,
+) -> Result<(TensorView, TensorView), KernelArgError> {
+    let ab = broadcast_shapes(op, a.shape(), b.shape())?;
+    let full = broadcast_shapes(op, &ab, out.shape())?;
+    if full != out.shape() {
+        return Err(KernelArgError::OutputShape {
+            op,
+            expected: ab,
+            got: out.shape().to_vec(),
+        });
+    }
+    let (a, b) = (a.broadcast_to(out.shape())?, b.broadcast_to(out.shape())?);
+    check_output(op, out, &[(na, &a), (nb, &b)], true)?;
+    Ok((a, b))
 }

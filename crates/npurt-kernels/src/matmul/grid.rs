@@ -10,6 +10,15 @@ const MIN_TILE_DIM: usize = 64;
 /// Tile boundaries are multiples of this.
 const TILE_ALIGN: usize = 16;
 
+/// The work of a launch, `2·B·M·N·max(K, 1)` (saturating).
+pub(super) fn flops(batch: usize, m: usize, n: usize, k: usize) -> usize {
+    2usize
+        .saturating_mul(batch)
+        .saturating_mul(m)
+        .saturating_mul(n)
+        .saturating_mul(k.max(1))
+}
+
 /// The shape-determined tile grid.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Grid {
@@ -22,12 +31,7 @@ pub(super) struct Grid {
 
 impl Grid {
     pub(super) fn plan(batch: usize, m: usize, n: usize, k: usize) -> Grid {
-        let flops = 2usize
-            .saturating_mul(batch)
-            .saturating_mul(m)
-            .saturating_mul(n)
-            .saturating_mul(k.max(1));
-        let target = (flops / MIN_TILE_FLOPS).clamp(1, MAX_TILES);
+        let target = (flops(batch, m, n, k) / MIN_TILE_FLOPS).clamp(1, MAX_TILES);
         let mut best = (1, 1);
         if batch > 0 && batch < target && m * n > 0 {
             let per = target / batch;

@@ -22,7 +22,7 @@ mod tile;
 use crate::plan::BLOCKS_PER_CORE;
 use crate::tensor::{broadcast_shapes, check_dtype, check_output};
 use crate::{DType, KernelArgError, Launch, Scalar, TensorView};
-use grid::{Grid, MIN_TILE_FLOPS};
+use grid::{flops, Grid, MIN_TILE_FLOPS};
 use std::sync::Arc;
 use tile::MatmulKernel;
 
@@ -50,13 +50,14 @@ impl Default for GemmArgs {
     }
 }
 
-fn rank_ok(op: &'static str, what: &'static str, t: &TensorView) -> Result<(), KernelArgError> {
-    if !(2..=3).contains(&t.ndim()) {
+/// Operands are 2-D or 3-D (batched).
+fn rank_ok(op: &'static str, what: &'static str, ndim: usize) -> Result<(), KernelArgError> {
+    if !(2..=3).contains(&ndim) {
         return Err(KernelArgError::Rank {
             op,
             what,
             expected: "2 or 3",
-            got: t.ndim(),
+            got: ndim,
         });
     }
     Ok(())
@@ -76,16 +77,8 @@ fn op_shape(s: &[usize], t: bool) -> (usize, usize, usize) {
 /// else `[B, M, N]` (a batch of 1 broadcasts).
 pub fn matmul_out_shape(a: &[usize], b: &[usize], trans_a: bool, trans_b: bool) -> Result<Vec<usize>, KernelArgError> {
     let op = "matmul";
-    for (what, s) in [("a", a), ("b", b)] {
-        if !(2..=3).contains(&s.len()) {
-            return Err(KernelArgError::Rank {
-                op,
-                what,
-                expected: "2 or 3",
-                got: s.len(),
-            });
-        }
-    }
+    rank_ok(op, "a", a.len())?;
+    rank_ok(op, "b", b.len())?;
     let (ba, m, ka) = op_shape(a, trans_a);
     let (bb, kb, n) = op_shape(b, trans_b);
     if ka != kb {
@@ -164,8 +157,8 @@ pub fn gemm(
     }
     check_dtype(op, "a", a, dt)?;
     check_dtype(op, "b", b, dt)?;
-    rank_ok(op, "a", a)?;
-    rank_ok(op, "b", b)?;
+    rank_ok(op, "a", a.ndim())?;
+    rank_ok(op, "b", b.ndim())?;
     if dt.is_int() {
         Scalar::Float(args.alpha).check_for(op, dt)?;
         Scalar::Float(args.beta).check_for(op, dt)?;
@@ -238,12 +231,7 @@ pub fn gemm(
     let (batch, m, k) = (o3.shape()[0], o3.shape()[1], a3.shape()[2]);
     let grid = Grid::plan(batch, m, n, k);
     let units = grid.units();
-    let flops = 2usize
-        .saturating_mul(batch)
-        .saturating_mul(m)
-        .saturating_mul(n)
-        .saturating_mul(k.max(1));
-    let blocks = (flops / MIN_TILE_FLOPS)
+    let blocks = (flops(batch, m, n, k) / MIN_TILE_FLOPS)
         .clamp(1, BLOCKS_PER_CORE * cores.max(1) as usize)
         .min(units.max(1));
     let kern = MatmulKernel {

@@ -106,6 +106,16 @@ impl MatmulKernel {
         }
     }
 
+    /// The output tile at rows `r0..`, columns `c0..` of matrix `bi`, with the op(a) rows and
+    /// op(b) columns it needs: `[out, a, b]`.
+    fn operands<T>(&self, bi: usize, r0: usize, c0: usize) -> [Mat<T>; 3] {
+        [
+            Self::mat::<T>(&self.out, bi, r0, c0),
+            Self::mat::<T>(&self.a, bi, r0, 0),
+            Self::mat::<T>(&self.b, bi, 0, c0),
+        ]
+    }
+
     /// Bias element `j` (absolute column), as f32.
     fn bias_at<T: Elem>(bias: &TensorView, j: usize) -> f32 {
         let p = bias.ptr::<T>() as *const T;
@@ -117,9 +127,7 @@ impl MatmulKernel {
     /// f32 tile straight into `out`.
     fn tile_f32(&self, bi: usize, (r0, r1): (usize, usize), (c0, c1): (usize, usize)) {
         let (m, n, k) = (r1 - r0, c1 - c0, self.a.shape()[2]);
-        let o = Self::mat::<f32>(&self.out, bi, r0, c0);
-        let a = Self::mat::<f32>(&self.a, bi, r0, 0);
-        let b = Self::mat::<f32>(&self.b, bi, 0, c0);
+        let [o, a, b] = self.operands::<f32>(bi, r0, c0);
         let (alpha, beta) = (self.args.alpha as f32, self.args.beta as f32);
         let read_c = beta != 0.0;
         if let (true, Some(c)) = (read_c, &self.c) {
@@ -164,9 +172,7 @@ impl MatmulKernel {
     /// once on the store (with the bias added).
     fn tile_half<T: Elem>(&self, bi: usize, (r0, r1): (usize, usize), (c0, c1): (usize, usize)) {
         let (m, n, k) = (r1 - r0, c1 - c0, self.a.shape()[2]);
-        let o = Self::mat::<T>(&self.out, bi, r0, c0);
-        let a = Self::mat::<T>(&self.a, bi, r0, 0);
-        let b = Self::mat::<T>(&self.b, bi, 0, c0);
+        let [o, a, b] = self.operands::<T>(bi, r0, c0);
         let (alpha, beta) = (self.args.alpha as f32, self.args.beta as f32);
         let read_c = beta != 0.0;
         SCRATCH.with(|scratch| {
@@ -215,9 +221,7 @@ impl MatmulKernel {
     /// Integer tile: i64 accumulation (wrapping), row by row.
     fn tile_int<T: Elem>(&self, bi: usize, (r0, r1): (usize, usize), (c0, c1): (usize, usize)) {
         let (m, n, k) = (r1 - r0, c1 - c0, self.a.shape()[2]);
-        let o = Self::mat::<T>(&self.out, bi, r0, c0);
-        let a = Self::mat::<T>(&self.a, bi, r0, 0);
-        let b = Self::mat::<T>(&self.b, bi, 0, c0);
+        let [o, a, b] = self.operands::<T>(bi, r0, c0);
         let (alpha, beta) = (self.args.alpha as i64, self.args.beta as i64);
         let bias: Option<Vec<i64>> = self.bias.as_ref().map(|bv| {
             let p = bv.ptr::<T>() as *const T;

@@ -168,6 +168,23 @@ impl<T: Elem, const MAX: bool> Red<T> for ExtI<MAX> {
 
 pub(super) const NO_INDEX: usize = usize::MAX;
 
+/// Merges two (value, index) partials of an argmax: an empty one (`NO_INDEX`) yields to the
+/// other; otherwise `b` replaces `a` when `b_wins(a, b)`.
+#[inline(always)]
+fn merge_arg<V: Copy>(a: (V, usize), b: (V, usize), b_wins: impl FnOnce((V, usize), (V, usize)) -> bool) -> (V, usize) {
+    if a.1 == NO_INDEX || (b.1 != NO_INDEX && b_wins(a, b)) {
+        b
+    } else {
+        a
+    }
+}
+
+/// `b` holds a larger value, or the same value at an earlier index (the first maximum).
+#[inline(always)]
+fn greater_or_earlier<V: PartialOrd>(a: (V, usize), b: (V, usize)) -> bool {
+    b.0 > a.0 || (b.0 == a.0 && b.1 < a.1)
+}
+
 /// Argmax over floats: (value, index); the first NaN wins, else the first maximum.
 #[derive(Clone, Copy)]
 pub(super) struct ArgF;
@@ -183,24 +200,12 @@ impl<T: Elem> Red<T> for ArgF {
     }
     #[inline(always)]
     fn merge(self, a: (f32, usize), b: (f32, usize)) -> (f32, usize) {
-        if a.1 == NO_INDEX {
-            return b;
-        }
-        if b.1 == NO_INDEX {
-            return a;
-        }
-        let (an, bn) = (a.0.is_nan(), b.0.is_nan());
-        let b_wins = match (an, bn) {
+        merge_arg(a, b, |a, b| match (a.0.is_nan(), b.0.is_nan()) {
             (true, true) => b.1 < a.1,
             (true, false) => false,
             (false, true) => true,
-            (false, false) => b.0 > a.0 || (b.0 == a.0 && b.1 < a.1),
-        };
-        if b_wins {
-            b
-        } else {
-            a
-        }
+            (false, false) => greater_or_earlier(a, b),
+        })
     }
     fn finish(self, a: (f32, usize), _: usize) -> Val {
         Val::I(a.1 as i64)
@@ -228,17 +233,7 @@ impl<T: Elem> Red<T> for ArgI {
     }
     #[inline(always)]
     fn merge(self, a: (i64, usize), b: (i64, usize)) -> (i64, usize) {
-        if a.1 == NO_INDEX {
-            return b;
-        }
-        if b.1 == NO_INDEX {
-            return a;
-        }
-        if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) {
-            b
-        } else {
-            a
-        }
+        merge_arg(a, b, greater_or_earlier)
     }
     fn finish(self, a: (i64, usize), _: usize) -> Val {
         Val::I(a.1 as i64)

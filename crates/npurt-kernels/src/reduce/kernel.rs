@@ -96,31 +96,31 @@ impl ReduceKernel {
             return;
         }
         // Split mode: unit u = (output u / nchunks, chunk u % nchunks).
+        // Each unit's slot is written by the one block owning it; the AcqRel count below
+        // makes every block's stores visible to the last block.
         let nc = self.nchunks;
-        let mut mine = Vec::with_capacity(e.saturating_sub(s));
         for u in s..e {
             let (o, c) = (u / nc, u % nc);
             let mut xoff = 0;
             self.outer.for_each_run(o, o + 1, |off, _| xoff = off[1]);
             let (cs, ce) = (c * CHUNK, ((c + 1) * CHUNK).min(self.len));
-            mine.push((u, R::pack(self.reduce_range::<T, R>(r, xoff, cs, ce))));
-        }
-        {
-            let mut p = self.partials.lock().unwrap_or_else(|p| p.into_inner());
-            for (u, v) in mine {
-                p[u] = v;
-            }
+            let (lo, hi) = R::pack(self.reduce_range::<T, R>(r, xoff, cs, ce));
+            self.partials[u][0].store(lo, Ordering::Relaxed);
+            self.partials[u][1].store(hi, Ordering::Relaxed);
         }
         // The last block of the launch merges the chunks in order and writes the outputs.
         if self.done.fetch_add(1, Ordering::AcqRel) + 1 == blk.block_dim.max(1) {
             self.done.store(0, Ordering::Relaxed);
-            let p = self.partials.lock().unwrap_or_else(|p| p.into_inner());
+            let partial = |u: usize| {
+                let [lo, hi] = &self.partials[u];
+                R::unpack((lo.load(Ordering::Relaxed), hi.load(Ordering::Relaxed)))
+            };
             for o in 0..outputs {
                 let mut ooff = 0;
                 self.outer.for_each_run(o, o + 1, |off, _| ooff = off[0]);
-                let mut acc = R::unpack(p[o * nc]);
+                let mut acc = partial(o * nc);
                 for c in 1..nc {
-                    acc = r.merge(acc, R::unpack(p[o * nc + c]));
+                    acc = r.merge(acc, partial(o * nc + c));
                 }
                 dispatch_dtype!(odt, O => self.write::<O>(ooff, r.finish(acc, self.len)));
             }

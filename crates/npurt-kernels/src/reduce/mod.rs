@@ -19,8 +19,8 @@ use crate::layout::Strided;
 use crate::plan::{blocks_for, GRAIN_ELEMENTWISE};
 use crate::tensor::{check_output, normalize_axis};
 use crate::{DType, KernelArgError, Launch, TensorView};
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::Arc;
 
 /// Reduction operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,7 +169,9 @@ pub fn reduce(
         inner,
         len,
         nchunks,
-        partials: Mutex::new(vec![(0, 0); if nchunks > 1 { units } else { 0 }]),
+        partials: (0..if nchunks > 1 { units } else { 0 })
+            .map(|_| Default::default())
+            .collect(),
         done: AtomicU32::new(0),
     };
     Ok((Arc::new(k), blocks))
@@ -185,8 +187,8 @@ pub(super) struct ReduceKernel {
     pub(super) inner: Strided<1>,
     pub(super) len: usize,
     pub(super) nchunks: usize,
-    /// Per (output, chunk) packed accumulators when split.
-    pub(super) partials: Mutex<Vec<(u64, u64)>>,
+    /// Per (output, chunk) packed accumulators when split (see `Red::pack`).
+    pub(super) partials: Vec<[AtomicU64; 2]>,
     /// Blocks of the current launch that finished (split mode).
     pub(super) done: AtomicU32,
 }
