@@ -5,7 +5,7 @@
 //! per-thread context stack (`current.rs`), which the acl layer keeps one entry deep.
 
 use crate::context::PyContext;
-use crate::device::{device_id, warn_leaks};
+use crate::device::{device_id, make_current, warn_leaks};
 use crate::errors::IntoPy;
 use npurt_core::{current, runtime};
 use pyo3::prelude::*;
@@ -14,10 +14,7 @@ use pyo3::prelude::*;
 /// this thread's current context (replacing the current one).
 #[pyfunction]
 pub(crate) fn _acl_set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<()> {
-    let id = device_id(device)?;
-    let dev = py.detach(|| runtime::set_device(id)).py_err()?;
-    current::set_current_context(&dev.default_context());
-    Ok(())
+    make_current(py, device, runtime::set_device)
 }
 
 /// ACL `aclrtResetDevice`: drops one reference (the last one tears the device down, with
@@ -38,11 +35,7 @@ pub(crate) fn _acl_reset_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> Py
 /// context (and so its device). A destroyed context is npurt.InvalidHandleError (107017).
 #[pyfunction]
 pub(crate) fn _acl_set_context(ctx: &Bound<'_, PyContext>) -> PyResult<()> {
-    let c = ctx.get().ctx();
-    if !c.is_alive() {
-        c.default_stream().py_err()?; // raises the matching error
-    }
-    current::set_current_context(c);
+    current::set_current_context(ctx.get().live()?);
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 use crate::errors::{type_error, value_error};
 use pyo3::prelude::*;
+use pyo3::type_object::PyTypeCheck;
 use pyo3::types::{PyBool, PyFloat, PyInt};
 use std::time::Duration;
 
@@ -28,21 +29,23 @@ pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, min: i64, max: i64) ->
     Ok(v)
 }
 
+/// `blocks=None` or a kernel block count, 1..=MAX_BLOCKS.
+pub(crate) fn blocks_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
+    match obj {
+        Some(b) if !b.is_none() => Ok(Some(
+            int_arg(b, "blocks", 1, npurt_core::stream::MAX_BLOCKS as i64)? as u32
+        )),
+        _ => Ok(None),
+    }
+}
+
 /// A timeout in seconds: `None` waits forever; must be a non-negative number.
 pub(crate) fn timeout_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
     let Some(obj) = obj else { return Ok(None) };
     if obj.is_none() {
         return Ok(None);
     }
-    if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
-        return Err(type_error(format!(
-            "timeout must be a number of seconds or None, not {}",
-            type_name(obj)
-        )));
-    }
-    let secs: f64 = obj
-        .extract()
-        .map_err(|_| value_error(format!("timeout={obj} seconds is out of range")))?;
+    let secs = number_arg(obj, "timeout", "a number of seconds or None")?;
     if secs.is_nan() || secs < 0.0 {
         return Err(value_error(format!("timeout must be >= 0 seconds, got {secs}")));
     }
@@ -54,21 +57,34 @@ pub(crate) fn timeout_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Dur
 
 /// A duration in seconds for a kernel: finite, 0..=3600.
 pub(crate) fn seconds_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
-    if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
-        return Err(type_error(format!(
-            "{name} must be a number of seconds, not {}",
-            type_name(obj)
-        )));
-    }
-    let secs: f64 = obj
-        .extract()
-        .map_err(|_| value_error(format!("{name}={obj} is out of range")))?;
+    let secs = number_arg(obj, name, "a number of seconds")?;
     if !secs.is_finite() || !(0.0..=3600.0).contains(&secs) {
         return Err(value_error(format!(
             "{name} must be between 0 and 3600 seconds, got {secs}"
         )));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// A real number: an int or a float, never a bool (TypeError "`name` must be `expected`");
+/// an int too large for a float is a ValueError.
+pub(crate) fn number_arg(obj: &Bound<'_, PyAny>, name: &str, expected: &str) -> PyResult<f64> {
+    if obj.is_instance_of::<PyBool>() || !(obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>()) {
+        return Err(type_error(format!("{name} must be {expected}, not {}", type_name(obj))));
+    }
+    obj.extract()
+        .map_err(|_| value_error(format!("{name}={obj} is out of range")))
+}
+
+/// `obj` as the pyclass `T`, or a TypeError "`name` must be `expected`, not <type>".
+#[inline]
+pub(crate) fn cast_arg<'a, 'py, T: PyTypeCheck>(
+    obj: &'a Bound<'py, PyAny>,
+    name: &str,
+    expected: &str,
+) -> PyResult<&'a Bound<'py, T>> {
+    obj.cast::<T>()
+        .map_err(|_| type_error(format!("{name} must be {expected}, not {}", type_name(obj))))
 }
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {

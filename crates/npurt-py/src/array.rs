@@ -6,9 +6,9 @@
 #[path = "array_ops.rs"]
 mod ops;
 
-use crate::args::type_name;
+use crate::args::cast_arg;
 use crate::errors::{array_err, kernel_arg, type_error, value_error, IntoPy};
-use crate::memory::{memory_for, native_array};
+use crate::memory::{detach_above, memory_for, native_array, GIL_FREE_ALLOC};
 use crate::stream::stream_or_current;
 use npurt_core::memory::AnyBuffer;
 use npurt_kernels::device::{self, DeviceArray};
@@ -27,8 +27,7 @@ pub(crate) fn dtype_arg(name: &str) -> PyResult<DType> {
 }
 
 fn arr<'a, 'py>(obj: &'a Bound<'py, PyAny>, what: &str) -> PyResult<&'a Bound<'py, PyArray>> {
-    obj.cast::<PyArray>()
-        .map_err(|_| type_error(format!("{what} must be an npurt.DeviceArray, not {}", type_name(obj))))
+    cast_arg(obj, what, "an npurt.DeviceArray")
 }
 
 fn scalar(obj: &Bound<'_, PyAny>) -> PyResult<Option<Scalar>> {
@@ -150,7 +149,12 @@ pub(crate) fn _empty(
         None => None,
         Some(_) => Some(memory_for(py, device)?),
     };
-    let a = DeviceArray::empty(mem.as_ref(), dt, shape).map_err(array_err)?;
+    // As `malloc`: a large request may map segments, so it runs without the GIL.
+    let nbytes = shape.iter().fold(dt.itemsize(), |n, &d| n.saturating_mul(d));
+    let a = detach_above(py, nbytes, GIL_FREE_ALLOC, || {
+        DeviceArray::empty(mem.as_ref(), dt, shape)
+    })
+    .map_err(array_err)?;
     Ok(PyArray { a })
 }
 

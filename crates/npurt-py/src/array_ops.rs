@@ -3,7 +3,7 @@
 //! `npurt_kernels::device::launch`). Registered by one table, [`register`].
 
 use super::{arr, run, scalar, PyArray};
-use crate::args::{int_arg, type_name};
+use crate::args::{blocks_arg, type_name};
 use crate::errors::{kernel_arg, type_error, value_error};
 use npurt_kernels::device::DeviceArray;
 use npurt_kernels::{BinaryOp, GemmArgs, KernelArgError, Operand, ReduceOp, UnaryOp};
@@ -67,6 +67,15 @@ pub(crate) fn _unary(
     })
 }
 
+/// A binary operand: a Python scalar, or an array (also returned, as a launch input).
+fn binary_operand<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<(Operand, Option<&'a DeviceArray>)> {
+    if let Some(s) = scalar(o)? {
+        return Ok((Operand::Scalar(s), None));
+    }
+    let x = &arr(o, what)?.get().a;
+    Ok((Operand::Tensor(x.tensor().clone()), Some(x)))
+}
+
 #[pyfunction]
 #[pyo3(signature = (op, a, b, out, stream=None))]
 pub(crate) fn _binary(
@@ -79,20 +88,8 @@ pub(crate) fn _binary(
 ) -> PyResult<()> {
     let op = named(&BinaryOp::ALL, BinaryOp::name, op, "binary op")?;
     let out = &arr(out, "out")?.get().a;
-    let mut inputs: Vec<&DeviceArray> = Vec::new();
-    let operand = |o: &Bound<'_, PyAny>, what: &str| -> PyResult<Operand> {
-        if let Some(s) = scalar(o)? {
-            return Ok(Operand::Scalar(s));
-        }
-        let x = arr(o, what)?.get();
-        Ok(Operand::Tensor(x.a.tensor().clone()))
-    };
-    let (oa, ob) = (operand(a, "x1")?, operand(b, "x2")?);
-    for o in [a, b] {
-        if let Ok(x) = o.cast::<PyArray>() {
-            inputs.push(&x.get().a);
-        }
-    }
+    let ((oa, xa), (ob, xb)) = (binary_operand(a, "x1")?, binary_operand(b, "x2")?);
+    let inputs: Vec<&DeviceArray> = xa.into_iter().chain(xb).collect();
     run(py, stream, &inputs, out, |c| {
         npurt_kernels::binary(op, oa, ob, out.tensor(), c)
     })
@@ -233,10 +230,7 @@ pub(crate) fn _gemm(
     );
     let c = opt_arr(c, "c")?.map(|c| &c.get().a);
     let bias = opt_arr(bias, "bias")?.map(|b| &b.get().a);
-    let blocks = match blocks.filter(|b| !b.is_none()) {
-        Some(b) => Some(int_arg(b, "blocks", 1, npurt_core::stream::MAX_BLOCKS as i64)? as u32),
-        None => None,
-    };
+    let blocks = blocks_arg(blocks)?;
     let mut inputs = vec![a, b];
     inputs.extend(c);
     inputs.extend(bias);

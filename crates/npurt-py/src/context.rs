@@ -17,8 +17,12 @@ impl PyContext {
     pub(crate) fn wrap(c: Context) -> Self {
         Self { c }
     }
-    pub(crate) fn ctx(&self) -> &Context {
-        &self.c
+    /// The context, or the error a destroyed one raises (npurt.InvalidHandleError, 107017).
+    pub(crate) fn live(&self) -> PyResult<&Context> {
+        if !self.c.is_alive() {
+            self.c.default_stream().py_err()?; // raises the matching error
+        }
+        Ok(&self.c)
     }
 }
 
@@ -86,11 +90,7 @@ impl PyContext {
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
-        let c = &slf.get().c;
-        if !c.is_alive() {
-            c.default_stream().py_err()?; // raises the right error
-        }
-        current::push_context(c);
+        current::push_context(slf.get().live()?);
         Ok(slf)
     }
     #[pyo3(signature = (*_exc))]

@@ -11,10 +11,8 @@
 use crate::args::{int_arg, type_name};
 use crate::errors::{type_error, value_error, IntoPy};
 use crate::memory::{as_native, detach_above, native_array, numpy, opt_size_arg, GIL_FREE_COPY};
-use crate::stream::stream_or_current;
+use crate::stream::{stream_or_current, submit};
 use npurt_core::memory::{self, AnyBuffer, Buffer};
-use npurt_core::stream::Pending;
-use npurt_core::Stream;
 use pyo3::prelude::*;
 use pyo3::types::{PyMemoryView, PySlice};
 
@@ -76,13 +74,6 @@ fn operand<'py>(obj: &Bound<'py, PyAny>, role: &str, writable: bool) -> PyResult
     ))
 }
 
-pub(crate) fn launch(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
-    match r.py_err()? {
-        Ok(_) => Ok(()),
-        Err(p) => py.detach(|| s.push_pending(p).map(drop)).py_err(),
-    }
-}
-
 /// Copies now, on this thread.
 fn copy_now(py: Python<'_>, d: &Operand<'_>, s: &Operand<'_>, nbytes: Option<usize>) -> PyResult<()> {
     if let (Operand::Native(d), Operand::Native(s)) = (d, s) {
@@ -134,7 +125,7 @@ pub(crate) fn memcpy_async(
     let st = stream_or_current(stream)?;
     let (d, s) = (operand(dst, "dst", true)?, operand(src, "src", false)?);
     match (&d, &s) {
-        (Operand::Native(db), Operand::Native(sb)) => launch(py, &st, memory::try_memcpy_async(db, sb, n, &st)),
+        (Operand::Native(db), Operand::Native(sb)) => submit(py, &st, memory::try_memcpy_async(db, sb, n, &st)),
         (Operand::Native(db), Operand::Array(a)) => {
             let n = memory::copy_size("memcpy_async", db.nbytes(), a.len()?, n).py_err()?;
             db.check().py_err()?;
@@ -142,7 +133,7 @@ pub(crate) fn memcpy_async(
             numpy(py)?
                 .getattr("copyto")?
                 .call1((native_array(py, &staging, n)?, s.array(py, n)?))?;
-            launch(py, &st, memory::try_memcpy_async(db, &staging, Some(n), &st))
+            submit(py, &st, memory::try_memcpy_async(db, &staging, Some(n), &st))
         }
         (Operand::Array(_), _) => {
             let n = memory::copy_size("memcpy_async", d.cap()?, s.cap()?, n).py_err()?;
@@ -176,7 +167,8 @@ pub(crate) fn memset(
                 .py_err()
         }
         a => {
-            let n = memory::copy_size("memset", a.cap()?, a.cap()?, n).py_err()?;
+            let cap = a.cap()?;
+            let n = memory::copy_size("memset", cap, cap, n).py_err()?;
             a.array(py, n)?.call_method1("fill", (v,)).map(drop)
         }
     }
@@ -196,9 +188,10 @@ pub(crate) fn memset_async(
     let (v, n) = (value_arg(value)?, opt_size_arg(nbytes, "nbytes")?);
     let st = stream_or_current(stream)?;
     match operand(buf, "buf", true)? {
-        Operand::Native(b) => launch(py, &st, memory::try_memset_async(&b, v, n, &st)),
+        Operand::Native(b) => submit(py, &st, memory::try_memset_async(&b, v, n, &st)),
         a => {
-            let n = memory::copy_size("memset_async", a.cap()?, a.cap()?, n).py_err()?;
+            let cap = a.cap()?;
+            let n = memory::copy_size("memset_async", cap, cap, n).py_err()?;
             py.detach(|| st.synchronize(None)).py_err()?;
             a.array(py, n)?.call_method1("fill", (v,)).map(drop)
         }
@@ -219,9 +212,10 @@ pub(crate) fn py_write(
 }
 
 /// `DeviceBuffer.copy_to_host(dst=None, stream=None, nbytes=None)`: returns `dst` (a new
-/// uint8 numpy array when None).
+/// uint8 numpy array of `nbytes`, default `src_nbytes`, when None).
 pub(crate) fn py_read<'py>(
     src: &Bound<'py, PyAny>,
+    src_nbytes: usize,
     dst: Option<&Bound<'py, PyAny>>,
     stream: Option<&Bound<'py, PyAny>>,
     nbytes: Option<&Bound<'py, PyAny>>,
@@ -230,10 +224,7 @@ pub(crate) fn py_read<'py>(
     let dst = match dst.filter(|d| !d.is_none()) {
         Some(d) => d.clone(),
         None => {
-            let n = match opt_size_arg(nbytes, "nbytes")? {
-                Some(n) => n,
-                None => src.getattr("nbytes")?.extract()?,
-            };
+            let n = opt_size_arg(nbytes, "nbytes")?.unwrap_or(src_nbytes);
             let np = numpy(py)?;
             np.getattr("empty")?.call1((n, np.getattr("uint8")?))?
         }

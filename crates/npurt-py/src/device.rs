@@ -1,11 +1,11 @@
 //! `npurt.Device` and the device-level module functions.
 
 use crate::args::{int_arg, timeout_arg};
-use crate::errors::IntoPy;
-use npurt_core::{current, runtime, LeakReport};
-use pyo3::exceptions::PyResourceWarning;
+use crate::errors::{resource_warning, IntoPy};
+use npurt_core::{current, runtime, DeviceRuntime, LeakReport};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::Arc;
 
 pub(crate) fn device_id(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     if let Ok(d) = obj.cast::<PyDevice>() {
@@ -35,8 +35,7 @@ pub(crate) fn warn_leaks(py: Python<'_>, report: Option<LeakReport>) -> PyResult
         "device {} was reset with resources still alive: {} stream(s), {} event(s), {} context(s), {} allocation(s) ({} bytes); they were released",
         r.device, r.streams, r.events, r.contexts, r.allocations, r.bytes
     );
-    let cmsg = std::ffi::CString::new(msg).unwrap_or_default();
-    PyErr::warn(py, &py.get_type::<PyResourceWarning>(), &cmsg, 1)
+    resource_warning(py, msg)
 }
 
 /// A virtual NPU. `with npurt.Device(i):` makes it current on this thread (taking an ACL
@@ -172,8 +171,18 @@ pub(crate) fn current_device(py: Python<'_>) -> PyResult<u32> {
 /// the process's implicit reference.
 #[pyfunction]
 pub(crate) fn set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<()> {
+    make_current(py, device, runtime::use_device)
+}
+
+/// Takes a reference on `device` with `take` (`runtime::use_device`: the implicit one;
+/// `runtime::set_device`: ACL's) and makes its default context this thread's current one.
+pub(crate) fn make_current(
+    py: Python<'_>,
+    device: &Bound<'_, PyAny>,
+    take: fn(i64) -> npurt_core::Result<Arc<DeviceRuntime>>,
+) -> PyResult<()> {
     let id = device_id(device)?;
-    let dev = py.detach(|| runtime::use_device(id)).py_err()?;
+    let dev = py.detach(|| take(id)).py_err()?;
     current::set_current_context(&dev.default_context());
     Ok(())
 }

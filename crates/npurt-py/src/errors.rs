@@ -5,6 +5,7 @@
 //! [`ErrorKind`] and raises it with the message, the ACL code and the ACL name.
 
 use npurt_core::{Error, ErrorKind};
+use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
@@ -50,6 +51,12 @@ pub(crate) fn type_error(message: String) -> PyErr {
 /// An argument with a bad value: `npurt.InvalidValueError`, code 107000.
 pub(crate) fn value_error(message: impl Into<String>) -> PyErr {
     to_py(Error::invalid(message))
+}
+
+/// Emits a ResourceWarning (resources a teardown found still alive).
+pub(crate) fn resource_warning(py: Python<'_>, message: String) -> PyResult<()> {
+    let cmsg = std::ffi::CString::new(message).unwrap_or_default();
+    PyErr::warn(py, &py.get_type::<PyResourceWarning>(), &cmsg, 1)
 }
 
 /// `Result<T, npurt_core::Error>` → `PyResult<T>`.

@@ -1,7 +1,7 @@
 //! `npurt.Event`: a point recorded on a stream; timing events measure elapsed milliseconds.
 
-use crate::args::timeout_arg;
-use crate::errors::{type_error, IntoPy};
+use crate::args::{cast_arg, timeout_arg};
+use crate::errors::IntoPy;
 use crate::stream::{context_for, stream_or_current};
 use npurt_core::{Context, Event};
 use pyo3::prelude::*;
@@ -84,12 +84,7 @@ impl PyEvent {
 
     /// Milliseconds between this event and `end` (both recorded with timing, both done).
     fn elapsed_time(&self, end: &Bound<'_, PyAny>) -> PyResult<f64> {
-        let end = end.cast::<PyEvent>().map_err(|_| {
-            type_error(format!(
-                "end must be an npurt.Event, not {}",
-                crate::args::type_name(end)
-            ))
-        })?;
+        let end = cast_arg::<PyEvent>(end, "end", "an npurt.Event")?;
         self.e.elapsed_ms(&end.get().e).py_err()
     }
 }

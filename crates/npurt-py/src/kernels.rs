@@ -1,24 +1,15 @@
 //! The executor test kernels, callable from Python as `npurt.kernels.*`.
 
-use crate::args::{int_arg, seconds_arg};
-use crate::errors::IntoPy;
-use crate::stream::stream_or_current;
+use crate::args::{blocks_arg, seconds_arg};
+use crate::stream::{stream_or_current, submit};
 use npurt_core::{Kernel, Stream};
 use pyo3::prelude::*;
 use std::sync::Arc;
 
-fn launch(py: Python<'_>, s: &Stream, k: Arc<dyn Kernel>, blocks: u32) -> PyResult<()> {
-    match s.try_launch(k, blocks).py_err()? {
-        Ok(_) => Ok(()),
-        Err(pending) => py.detach(|| s.push_pending(pending).map(drop)).py_err(),
-    }
-}
-
-fn blocks_arg(blocks: Option<&Bound<'_, PyAny>>) -> PyResult<u32> {
-    match blocks {
-        Some(b) if !b.is_none() => Ok(int_arg(b, "blocks", 1, npurt_core::stream::MAX_BLOCKS as i64)? as u32),
-        _ => Ok(1),
-    }
+/// Launches `k` on `s` with `blocks` blocks (default 1).
+fn launch(py: Python<'_>, s: &Stream, k: Arc<dyn Kernel>, blocks: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let blocks = blocks_arg(blocks)?.unwrap_or(1);
+    submit(py, s, s.try_launch(k, blocks))
 }
 
 /// Launches a kernel that does nothing (measures launch cost).
@@ -30,7 +21,7 @@ pub(crate) fn empty(
     blocks: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let s = stream_or_current(stream)?;
-    launch(py, &s, npurt_kernels::empty(), blocks_arg(blocks)?)
+    launch(py, &s, npurt_kernels::empty(), blocks)
 }
 
 /// Launches a kernel whose every block busy-works for `seconds` on one AI core.
@@ -44,7 +35,7 @@ pub(crate) fn busy(
 ) -> PyResult<()> {
     let d = seconds_arg(seconds, "seconds")?;
     let s = stream_or_current(stream)?;
-    launch(py, &s, Arc::new(npurt_kernels::Busy::new(d)), blocks_arg(blocks)?)
+    launch(py, &s, Arc::new(npurt_kernels::Busy::new(d)), blocks)
 }
 
 /// Launches a kernel that fails in block `block` (fault injection for tests).
@@ -62,5 +53,5 @@ pub(crate) fn fault(
         block,
         message: message.to_string(),
     });
-    launch(py, &s, k, blocks_arg(blocks)?)
+    launch(py, &s, k, blocks)
 }

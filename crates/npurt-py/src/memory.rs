@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Copies of more than this many bytes release the GIL.
 pub(crate) const GIL_FREE_COPY: usize = 16 << 10;
 /// Allocations of more than this many bytes release the GIL (the small pool's limit).
-const GIL_FREE_ALLOC: usize = 1 << 20;
+pub(crate) const GIL_FREE_ALLOC: usize = 1 << 20;
 
 /// Runs `f` without the GIL when `bytes > limit`; short calls keep it (releasing and
 /// taking it back costs more than they take).
@@ -233,7 +233,7 @@ impl PyDeviceBuffer {
         stream: Option<&Bound<'py, PyAny>>,
         nbytes: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        py_read(slf.as_any(), dst, stream, nbytes)
+        py_read(slf.as_any(), slf.get().nbytes, dst, stream, nbytes)
     }
 }
 

@@ -3,10 +3,9 @@
 
 use crate::args::int_arg;
 use crate::device::device_id;
-use crate::errors::{to_py, IntoPy};
+use crate::errors::{resource_warning, to_py, IntoPy};
 use crate::memory::{lock, memory_for, size_arg, PyDeviceBuffer};
 use npurt_core::memory::{self, MemPool};
-use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::sync::Mutex;
@@ -24,9 +23,10 @@ pub(crate) struct PyMemPool {
 
 impl PyMemPool {
     fn handle(&self) -> PyResult<MemPool> {
-        lock(&self.pool)
-            .clone()
-            .ok_or_else(|| to_py(npurt_core::error::BufferError::PoolDestroyed { id: self.id }.into()))
+        lock(&self.pool).clone().ok_or_else(|| self.destroyed_err())
+    }
+    fn destroyed_err(&self) -> PyErr {
+        to_py(npurt_core::error::BufferError::PoolDestroyed { id: self.id }.into())
     }
 }
 
@@ -93,20 +93,14 @@ impl PyMemPool {
     /// Destroys the pool: no more allocations from it; its memory is released now, or when
     /// the last buffer from it is freed (a ResourceWarning says how many were still live).
     fn destroy(&self, py: Python<'_>) -> PyResult<()> {
-        let p = lock(&self.pool).take();
-        let Some(p) = p else {
-            return Err(to_py(
-                npurt_core::error::BufferError::PoolDestroyed { id: self.id }.into(),
-            ));
-        };
+        let p = lock(&self.pool).take().ok_or_else(|| self.destroyed_err())?;
         let live = p.destroy().py_err()?;
         if live > 0 {
             let msg = format!(
                 "MemPool {} destroyed with {live} live allocation(s); released when they are freed",
                 self.id
             );
-            let cmsg = std::ffi::CString::new(msg).unwrap_or_default();
-            PyErr::warn(py, &py.get_type::<PyResourceWarning>(), &cmsg, 1)?;
+            resource_warning(py, msg)?;
         }
         Ok(())
     }

@@ -4,14 +4,14 @@
 //! `device=None` is the current device; asking about a device that is not active does
 //! not start it (its numbers are zero).
 
-use crate::args::type_name;
+use crate::args::number_arg;
 use crate::device::device_id;
-use crate::errors::{type_error, IntoPy};
+use crate::errors::IntoPy;
 use crate::memory::memory_for;
 use npurt_core::memory::{self, DeviceMemory, PoolStats};
 use npurt_core::runtime;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
+use pyo3::types::PyDict;
 use std::sync::Arc;
 
 /// The memory of `device` if it is active (the current device always is).
@@ -103,10 +103,14 @@ pub(crate) fn memory_summary(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) 
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 pub(crate) fn mem_get_info(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<(u64, u64)> {
-    match active(py, device)? {
+    // Only a named device can be inactive (the current one always is).
+    let Some(d) = device.filter(|d| !d.is_none()) else {
+        return Ok(memory::current_memory().py_err()?.mem_info());
+    };
+    let id = device_id(d)?;
+    match py.detach(|| memory::active_memory(id)).py_err()? {
         Some(m) => Ok(m.mem_info()),
         None => {
-            let id = device_id(device.expect("an inactive device was named"))?;
             let total = runtime::device_props(id).py_err()?.total_memory;
             Ok((total, total))
         }
@@ -122,13 +126,16 @@ pub(crate) fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> 
         return Ok(active(py, device)?.map_or(0, |m| py.detach(|| m.empty_cache())));
     }
     let n = runtime::device_count().py_err()?;
-    let mut released = 0;
-    for id in 0..n as i64 {
-        if let Some(m) = memory::active_memory(id).py_err()? {
-            released += py.detach(|| m.empty_cache());
+    py.detach(|| {
+        let mut released = 0;
+        for id in 0..n as i64 {
+            if let Some(m) = memory::active_memory(id)? {
+                released += m.empty_cache();
+            }
         }
-    }
-    Ok(released)
+        Ok(released)
+    })
+    .py_err()
 }
 
 /// Limits the memory this process may reserve on the device to fraction × capacity
@@ -141,15 +148,7 @@ pub(crate) fn set_per_process_memory_fraction(
     fraction: &Bound<'_, PyAny>,
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    if fraction.is_instance_of::<PyBool>()
-        || !(fraction.is_instance_of::<PyFloat>() || fraction.is_instance_of::<PyInt>())
-    {
-        return Err(type_error(format!(
-            "fraction must be a number, not {}",
-            type_name(fraction)
-        )));
-    }
-    let f: f64 = fraction.extract()?;
+    let f = number_arg(fraction, "fraction", "a number")?;
     memory_for(py, device)?.set_fraction(f).py_err()
 }
 

@@ -1,10 +1,11 @@
 //! `npurt.Stream`: an ACL stream. `with stream:` makes it the thread's current stream.
 
-use crate::args::{int_arg, timeout_arg};
+use crate::args::{cast_arg, int_arg, timeout_arg};
 use crate::device::device_id;
 use crate::errors::{type_error, IntoPy};
 use crate::event::PyEvent;
 use npurt_core::error::TaskError;
+use npurt_core::stream::Pending;
 use npurt_core::{current, runtime, Context, Engine, Stream};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -12,11 +13,14 @@ use pyo3::types::PyTuple;
 /// The context a new stream or event goes into: the current one, or `device`'s.
 pub(crate) fn context_for(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Context> {
     let cur = py.detach(current::current_context).py_err()?;
-    let Some(d) = device else { return Ok(cur) };
-    if d.is_none() {
-        return Ok(cur);
+    match device.filter(|d| !d.is_none()) {
+        None => Ok(cur),
+        Some(d) => context_on(py, cur, device_id(d)?),
     }
-    let id = device_id(d)?;
+}
+
+/// `cur` (the current context) if it is on device `id`, else that device's default context.
+fn context_on(py: Python<'_>, cur: Context, id: i64) -> PyResult<Context> {
     if cur.device() as i64 == id {
         return Ok(cur);
     }
@@ -49,14 +53,17 @@ impl Drop for PyStream {
 /// Resolves `stream=None` to the thread's current stream.
 pub(crate) fn stream_or_current(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
     match stream {
-        Some(obj) if !obj.is_none() => match obj.cast::<PyStream>() {
-            Ok(s) => Ok(s.get().s.clone()),
-            Err(_) => Err(type_error(format!(
-                "stream must be an npurt.Stream, not {}",
-                crate::args::type_name(obj)
-            ))),
-        },
+        Some(obj) if !obj.is_none() => Ok(cast_arg::<PyStream>(obj, "stream", "an npurt.Stream")?.get().s.clone()),
         _ => current::current_stream().py_err(),
+    }
+}
+
+/// Finishes a non-blocking submission (`try_launch`, `try_memcpy_async`...): a full stream
+/// hands the task back, and pushing it waits for room, so that runs without the GIL.
+pub(crate) fn submit(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
+    match r.py_err()? {
+        Ok(_) => Ok(()),
+        Err(p) => py.detach(|| s.push_pending(p).map(drop)).py_err(),
     }
 }
 
@@ -143,26 +150,14 @@ impl PyStream {
     /// stream fails the stream (sticky npurt.TaskFailedError, ACL 107019) instead.
     #[pyo3(signature = (event, timeout=None))]
     fn wait_event(&self, py: Python<'_>, event: &Bound<'_, PyAny>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let e = event.cast::<PyEvent>().map_err(|_| {
-            type_error(format!(
-                "event must be an npurt.Event, not {}",
-                crate::args::type_name(event)
-            ))
-        })?;
+        let ev = cast_arg::<PyEvent>(event, "event", "an npurt.Event")?.get().e.clone();
         let t = timeout_arg(timeout)?;
-        let ev = e.get().e.clone();
         py.detach(|| self.s.wait_event_timeout(&ev, t)).py_err()
     }
 
     /// Later work on this stream waits for everything submitted to `other` so far.
     fn wait_stream(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<()> {
-        let o = other.cast::<PyStream>().map_err(|_| {
-            type_error(format!(
-                "other must be an npurt.Stream, not {}",
-                crate::args::type_name(other)
-            ))
-        })?;
-        let os = o.get().s.clone();
+        let os = cast_arg::<PyStream>(other, "other", "an npurt.Stream")?.get().s.clone();
         py.detach(|| self.s.wait_stream(&os)).py_err()
     }
 
@@ -172,7 +167,8 @@ impl PyStream {
         let ev = match event {
             Some(e) => e,
             None => {
-                let ctx = context_for(py, Some(&self.s.device().into_pyobject(py)?.into_any()))?;
+                let cur = py.detach(current::current_context).py_err()?;
+                let ctx = context_on(py, cur, self.s.device() as i64)?;
                 Py::new(py, PyEvent::on_context(&ctx, false)?)?
             }
         };
@@ -198,10 +194,7 @@ impl PyStream {
                 r
             })
         });
-        match self.s.try_launch_engine(Engine::Host, op).py_err()? {
-            Ok(_) => Ok(()),
-            Err(p) => py.detach(|| self.s.push_pending(p).map(drop)).py_err(),
-        }
+        submit(py, &self.s, self.s.try_launch_engine(Engine::Host, op))
     }
 
     /// Destroys the stream: waits for its work (or, with force=True, drops queued work).

@@ -3,11 +3,11 @@
 //! Argument conversion only; the range checks and the copies are npurt-core's
 //! (`memory::BufferView`, `memory::memcpy`...). No `unsafe` here.
 
-use crate::args::type_name;
-use crate::copy::{launch, value_arg};
+use crate::args::{cast_arg, type_name};
+use crate::copy::value_arg;
 use crate::errors::{type_error, IntoPy};
 use crate::memory::{as_native, detach_above, size_arg, GIL_FREE_COPY};
-use crate::stream::stream_or_current;
+use crate::stream::{stream_or_current, submit};
 use npurt_core::memory::{self, AnyBuffer, Buffer, BufferView};
 use pyo3::prelude::*;
 
@@ -77,13 +77,10 @@ impl PyBufferView {
 }
 
 fn view_arg(obj: &Bound<'_, PyAny>, role: &str) -> PyResult<BufferView> {
-    match obj.cast::<PyBufferView>() {
-        Ok(v) => Ok(v.get().v.clone()),
-        Err(_) => Err(type_error(format!(
-            "{role} must be an npurt._BufferView, not {}",
-            type_name(obj)
-        ))),
-    }
+    Ok(cast_arg::<PyBufferView>(obj, role, "an npurt._BufferView")?
+        .get()
+        .v
+        .clone())
 }
 
 /// Copies `nbytes` from view `src` to view `dst` now, on this thread (ACL `aclrtMemcpy`).
@@ -121,7 +118,7 @@ pub(crate) fn _view_memcpy_async(
         size_arg(nbytes, "nbytes")?,
     );
     let st = stream_or_current(stream)?;
-    launch(py, &st, memory::try_memcpy_async(&d, &s, Some(n), &st))
+    submit(py, &st, memory::try_memcpy_async(&d, &s, Some(n), &st))
 }
 
 /// Sets the first `nbytes` bytes of view `dst` to `value` (0..255) now (ACL `aclrtMemset`).
@@ -152,5 +149,5 @@ pub(crate) fn _view_memset_async(
     let (d, n) = (view_arg(dst, "dst")?, size_arg(nbytes, "nbytes")?);
     let v = value_arg(value)?;
     let st = stream_or_current(stream)?;
-    launch(py, &st, memory::try_memset_async(&d, v, Some(n), &st))
+    submit(py, &st, memory::try_memset_async(&d, v, Some(n), &st))
 }
