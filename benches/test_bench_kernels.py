@@ -14,51 +14,52 @@ MiB = 1 << 20
 
 
 def _checked(runner):
-    """Runs each stream once and compares every output with numpy."""
-    _throughput.sample(runner, runner.n)
-    _throughput.check(runner, npurt.get_config()["worker_threads"])
+    """Runs each stream once and compares every output with numpy. Use as
+    ``with _checked(Runner(...)) as r:`` (the runner's streams are closed on the way out)."""
+    try:
+        _throughput.sample(runner, runner.n)
+        _throughput.check(runner, npurt.get_config()["worker_threads"])
+    except BaseException:
+        runner.close()
+        raise
     return runner
 
 
 @pytest.mark.parametrize("workload", ["axpy", "matmul256"])
 def test_kernel_npurt(benchmark, workload):
     benchmark.group = f"kernels-{workload}"
-    r = _checked(_throughput.NpurtStreams(_throughput.spec(workload), 1))
-    try:
+    with _checked(_throughput.NpurtStreams(_throughput.spec(workload), 1)) as r:
         benchmark(_throughput.sample, r, 16)
-    finally:
-        r.close()
 
 
 @pytest.mark.parametrize("workload", ["axpy", "matmul256"])
 def test_kernel_numpy(benchmark, workload):
     benchmark.group = f"kernels-{workload}"
-    r = _checked(_throughput.NumpyThreads(_throughput.spec(workload), 1, threaded=False))
-    benchmark(_throughput.sample, r, 16)
+    with _checked(_throughput.NumpyThreads(_throughput.spec(workload), 1, threaded=False)) as r:
+        benchmark(_throughput.sample, r, 16)
 
 
 @pytest.mark.benchmark(group="kernels-mlp")
 @pytest.mark.parametrize("batch", [1, 32])
 def test_mlp_npurt(benchmark, batch):
-    r = _checked(_throughput.NpurtStreams(_throughput.spec("mlp", batch), 1))
-    benchmark(_throughput.sample, r, 8)
-    r.close()
+    with _checked(_throughput.NpurtStreams(_throughput.spec("mlp", batch), 1)) as r:
+        benchmark(_throughput.sample, r, 8)
 
 
 @pytest.mark.benchmark(group="kernels-mlp")
 @pytest.mark.parametrize("batch", [1, 32])
 def test_mlp_numpy(benchmark, batch):
-    r = _checked(_throughput.NumpyThreads(_throughput.spec("mlp", batch), 1, threaded=False))
-    benchmark(_throughput.sample, r, 8)
+    with _checked(_throughput.NumpyThreads(_throughput.spec("mlp", batch), 1, threaded=False)) as r:
+        benchmark(_throughput.sample, r, 8)
 
 
 @pytest.mark.benchmark(group="streams-tensor")
 @pytest.mark.parametrize("workload", ["axpy", "mlp"])
 @pytest.mark.parametrize("streams", [1, 2, 8])
 def test_tensor_throughput_by_streams(benchmark, workload, streams):
-    r = _checked(_throughput.NpurtStreams(_throughput.spec(workload, 32 if workload == "mlp" else 1), streams))
-    benchmark.pedantic(_throughput.sample, args=(r, 32), rounds=3, iterations=1)
-    r.close()
+    sp = _throughput.spec(workload, 32 if workload == "mlp" else 1)
+    with _checked(_throughput.NpurtStreams(sp, streams)) as r:
+        benchmark.pedantic(_throughput.sample, args=(r, 32), rounds=3, iterations=1)
 
 
 @pytest.mark.benchmark(group="overlap")

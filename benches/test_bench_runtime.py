@@ -87,6 +87,5 @@ def test_event_hop_npurt(benchmark):
 @pytest.mark.benchmark(group="streams")
 @pytest.mark.parametrize("streams", [1, 2, 8, 64])
 def test_busy_throughput_by_streams(benchmark, streams):
-    runner = _throughput.NpurtStreams(_throughput.spec("busy"), streams)
-    benchmark.pedantic(_throughput.sample, args=(runner, 64), rounds=3, iterations=1)
-    runner.close()
+    with _throughput.NpurtStreams(_throughput.spec("busy"), streams) as runner:
+        benchmark.pedantic(_throughput.sample, args=(runner, 64), rounds=3, iterations=1)

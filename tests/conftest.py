@@ -62,6 +62,23 @@ def run_in_thread(fn, *args, timeout=LONG):
     return out.get("value")
 
 
+def acl_thread(fn):
+    """Runs ``fn()`` on a fresh thread with device 0 set the ACL way
+    (``acl.rt.set_device(0)``), resets the device afterwards (also when ``fn`` raises), and
+    returns ``fn``'s result. ACL state is per thread, so the main thread's npurt state is
+    left alone."""
+    import npurt.acl as acl
+
+    def body():
+        assert acl.rt.set_device(0) == 0
+        try:
+            return fn()
+        finally:
+            assert acl.rt.reset_device(0) == 0
+
+    return run_in_thread(body)
+
+
 def run_python(code, env=None, timeout=60):
     """Runs ``code`` in a fresh interpreter (for configuration that must precede first use,
     or for checks that could hang the interpreter). Returns the CompletedProcess."""

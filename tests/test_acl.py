@@ -12,7 +12,7 @@ import npurt
 import npurt.acl as acl
 import numpy as np
 import pytest
-from conftest import run_in_thread
+from conftest import acl_thread, run_in_thread
 from npurt.acl import _state
 
 NO_CTX = acl.ACL_ERROR_RT_CONTEXT_NULL
@@ -173,17 +173,6 @@ def test_contexts_are_per_thread_and_shareable():
     run_in_thread(user)
 
 
-def _on_device0(fn):
-    def body():
-        assert acl.rt.set_device(0) == 0
-        try:
-            return fn()
-        finally:
-            assert acl.rt.reset_device(0) == 0
-
-    return run_in_thread(body)
-
-
 def test_streams_create_sync_destroy():
     def body():
         s, ret = acl.rt.create_stream()
@@ -201,7 +190,7 @@ def test_streams_create_sync_destroy():
         with pytest.raises(TypeError):
             acl.rt.synchronize_stream(None)
 
-    _on_device0(body)
+    acl_thread(body)
 
 
 def test_synchronize_stream_with_timeout_codes():
@@ -216,7 +205,7 @@ def test_synchronize_stream_with_timeout_codes():
         assert acl.rt.synchronize_stream_with_timeout(s, 1000) == 0
         assert acl.rt.destroy_stream(s) == 0
 
-    _on_device0(body)
+    acl_thread(body)
 
 
 def test_events_record_query_wait_time_in_ms():
@@ -258,7 +247,7 @@ def test_events_record_query_wait_time_in_ms():
         for s in (s1, s2):
             assert acl.rt.destroy_stream(s) == 0
 
-    _on_device0(body)
+    acl_thread(body)
 
 
 def test_run_mode_and_device_sync():
@@ -271,7 +260,7 @@ def test_run_mode_and_device_sync():
         assert acl.rt.stream_query(s) == (acl.ACL_STREAM_STATUS_COMPLETE, 0)
         assert acl.rt.destroy_stream(s) == 0
 
-    _on_device0(body)
+    acl_thread(body)
 
 
 def test_util_pointer_helpers():

@@ -6,7 +6,7 @@ import time
 
 import npurt.acl as acl
 import pytest
-from conftest import run_in_thread, wait_until
+from conftest import acl_thread, wait_until
 from npurt.acl import _state
 
 BLOCK, NO_BLOCK = acl.ACL_CALLBACK_BLOCK, acl.ACL_CALLBACK_NO_BLOCK
@@ -32,16 +32,16 @@ class Reporter:
 
 
 def on_device0(fn):
+    """``fn(stream)`` on a fresh ACL thread (device 0 set) with a stream it destroys after."""
+
     def body():
-        assert acl.rt.set_device(0) == 0
         s, _ = acl.rt.create_stream()
         try:
             return fn(s)
         finally:
             assert acl.rt.destroy_stream(s) == 0
-            assert acl.rt.reset_device(0) == 0
 
-    return run_in_thread(body)
+    return acl_thread(body)
 
 
 def test_callbacks_run_in_the_subscribed_thread_in_stream_order():

@@ -10,7 +10,7 @@ import npurt
 import npurt.acl as acl
 import numpy as np
 import pytest
-from conftest import run_in_thread
+from conftest import acl_thread, run_in_thread
 from npurt import _npurt
 from npurt.acl import _state
 
@@ -22,19 +22,6 @@ H2D, D2H, D2D, H2H, DEFAULT = (
     acl.ACL_MEMCPY_DEFAULT,
 )
 PARAM, INVALID = acl.ACL_ERROR_RT_PARAM_INVALID, acl.ACL_ERROR_INVALID_PARAM
-
-
-def acl_thread(fn):
-    """Runs ``fn()`` on a fresh thread with device 0 set (ACL style), then resets it."""
-
-    def body():
-        assert acl.rt.set_device(0) == 0
-        try:
-            return fn()
-        finally:
-            assert acl.rt.reset_device(0) == 0
-
-    return run_in_thread(body)
 
 
 def busy(stream_handle, seconds):

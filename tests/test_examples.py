@@ -5,7 +5,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,11 +19,8 @@ def test_there_are_examples():
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_example_runs_and_is_correct(script):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NPURT_")}
-    t0 = time.monotonic()
     r = subprocess.run([sys.executable, str(EXAMPLES / script)], env=env, capture_output=True, text=True, timeout=60)
-    elapsed = time.monotonic() - t0
     assert r.returncode == 0, f"{script} failed:\n{r.stdout}\n{r.stderr}"
     name = script.removesuffix(".py")
     assert f"{name}: OK" in r.stdout.splitlines(), r.stdout
     assert "Traceback" not in r.stderr, r.stderr
-    assert elapsed < 10, f"{script} took {elapsed:.1f}s (examples should take < 3 s)"

@@ -200,18 +200,19 @@ def argmax(x: DeviceArray, axis: Optional[int] = None, out: Optional[DeviceArray
 # -- rows ------------------------------------------------------------------------------
 
 
-def softmax(x: DeviceArray, axis: int = -1, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
+def _softmax(x: Any, axis: Any, out: Any, log: bool, stream: Any) -> DeviceArray:
     x = _arr(x, "x")
     o = _out(out, x.shape, x.dtype_name, x.device)
-    _npurt._softmax(x._a, operator_index(axis), o._a, False, stream)
+    _npurt._softmax(x._a, operator_index(axis), o._a, log, stream)
     return o
+
+
+def softmax(x: DeviceArray, axis: int = -1, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
+    return _softmax(x, axis, out, False, stream)
 
 
 def log_softmax(x: DeviceArray, axis: int = -1, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    x = _arr(x, "x")
-    o = _out(out, x.shape, x.dtype_name, x.device)
-    _npurt._softmax(x._a, operator_index(axis), o._a, True, stream)
-    return o
+    return _softmax(x, axis, out, True, stream)
 
 
 def layer_norm(

@@ -239,12 +239,31 @@ def spec(name: str, batch: int = 1) -> Spec:
 # -- runners ---------------------------------------------------------------------------
 
 
-class NpurtStreams:
+class _Runner:
+    """A runner is a context manager: ``with NpurtStreams(sp, 4) as r:`` closes it (its
+    streams) on the way out, also on an exception."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> "_Runner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class NpurtStreams(_Runner):
     def __init__(self, sp: Spec, streams: int) -> None:
         self.spec, self.n = sp, streams
         self.streams = [npurt.Stream() for _ in range(streams)]
-        self._launch, self.outs = sp.npurt_state(self.streams)
-        self.sync()
+        try:
+            self._launch, self.outs = sp.npurt_state(self.streams)
+            self.sync()
+        except BaseException:
+            for s in self.streams:
+                s.destroy()
+            raise
 
     def launch(self, i: int) -> None:
         k = i % self.n
@@ -272,7 +291,7 @@ class NpurtStreams:
             s.destroy()
 
 
-class NumpyThreads:
+class NumpyThreads(_Runner):
     """numpy doing the work, one ``PyStream`` worker thread per stream (``threaded``) or on
     the calling thread (``threaded=False``; the stream count is then 1)."""
 

@@ -61,8 +61,9 @@ def _shape_arg(shape: Any) -> Tuple[int, ...]:
 
 
 def operator_index(v: Any) -> int:
+    """``operator.index`` that also rejects bool (TypeError with a message)."""
     if isinstance(v, bool):
-        raise TypeError
+        raise TypeError(f"an integer is required, not {v!r}")
     return operator.index(v)
 
 

@@ -118,12 +118,22 @@ class _LimitedThreads(tp.NumpyThreads):
             from threadpoolctl import threadpool_limits
 
             self._limit = threadpool_limits(limits=1, user_api="blas")
-        super().__init__(sp, streams)
+        try:
+            super().__init__(sp, streams)
+        except BaseException:
+            self._restore()
+            raise
 
-    def close(self) -> None:
-        super().close()
+    def _restore(self) -> None:
         if self._limit is not None:
             self._limit.restore_original_limits()
+            self._limit = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._restore()
 
 
 def _numpy_inline(sp: tp.Spec, streams: int) -> tp.NumpyThreads:

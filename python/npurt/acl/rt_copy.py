@@ -47,9 +47,8 @@ def _view(found: Tuple[Any, int, int], n: int) -> Any:
 
 
 def _locate(ptr: int, n: int, device_claimed: bool) -> Tuple[Optional[Any], int]:
-    """(view, ptr): a checked view of npurt memory, or (None, ptr) for pageable memory."""
-    if ptr == 0:
-        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "null pointer")
+    """(view, ptr): a checked view of npurt memory, or (None, ptr) for pageable memory.
+    ``ptr`` is not 0 (``_prepare`` checked)."""
     found = S.device_allocs.find(ptr) or S.host_allocs.find(ptr)
     if found is not None:
         return _view(found, n), ptr

@@ -39,10 +39,15 @@ def acl_malloc_size(size: int, pad: bool = True) -> int:
     return (size + 31) // 32 * 32 + (32 if pad else 0)
 
 
-def _malloc(size: int, policy: int, pad: bool) -> Tuple[int, int]:
+def _check_size(size: int) -> None:
+    """Size 0 or beyond 2**62: 100000; then 107002 when the thread has no context."""
     if size == 0 or size > _MAX_SIZE:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"size {size} must be in 1..2**62")
     S.current_context()
+
+
+def _malloc(size: int, policy: int, pad: bool) -> Tuple[int, int]:
+    _check_size(size)
     base_policy = policy & 0xFF
     name = _POLICY.get(base_policy, "huge_first")
     nbytes = acl_malloc_size(size, pad and base_policy not in _HUGE1G)
@@ -71,9 +76,7 @@ def malloc_host(size: int) -> Tuple[int, int]:
     """``host_ptr, ret = acl.rt.malloc_host(size)`` (``aclrtMallocHost``): pinned host
     memory, page aligned; async copies from and to it are truly asynchronous."""
     n = S.ulong(size, "rt.malloc_host")
-    if n == 0 or n > _MAX_SIZE:
-        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"size {n} must be in 1..2**62")
-    S.current_context()
+    _check_size(n)
     buf = _mem.malloc_host(n)
     S.host_allocs.add(buf.ptr, buf, n)
     return buf.ptr, C.ACL_SUCCESS
