@@ -8,7 +8,8 @@ use npurt_core::error::DeviceError;
 use npurt_core::memory::{self, DeviceBuffer, DeviceMemory, PagePolicy};
 use npurt_core::stream::Pending;
 use npurt_core::{Error, Stream};
-use std::sync::{Arc, Mutex, OnceLock};
+use parking_lot::Mutex;
+use std::sync::{Arc, OnceLock};
 
 /// Why an array operation could not be queued: a runtime error (device, stream, memory) or
 /// a kernel argument error. Both are raised before anything is queued.
@@ -102,10 +103,6 @@ pub struct DeviceArray {
     writer: Arc<Mutex<Option<Stream>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl DeviceArray {
     /// A new contiguous array (contents unspecified) from the device's caching pool
     /// (`mem`, or the current device's). Blocks from the pool are idle for every stream.
@@ -166,12 +163,24 @@ impl DeviceArray {
 
     /// The stream that last wrote the buffer, if any.
     pub fn last_writer(&self) -> Option<Stream> {
-        lock(&self.writer).clone()
+        self.writer.lock().clone()
     }
 
-    /// Records `s` as the buffer's last writer.
+    /// Records `s` as the buffer's last writer (no reference-count traffic when it already is).
     pub fn mark_written(&self, s: &Stream) {
-        *lock(&self.writer) = Some(s.clone());
+        let mut w = self.writer.lock();
+        if w.as_ref() != Some(s) {
+            *w = Some(s.clone());
+        }
+    }
+
+    /// The last writer if `s` must wait for it: another stream whose work may be pending.
+    fn writer_to_wait_for(&self, s: &Stream) -> Option<Stream> {
+        let w = self.writer.lock();
+        match w.as_ref() {
+            Some(w) if w != s && w.is_alive() => Some(w.clone()),
+            _ => None,
+        }
     }
 
     /// Checks the buffer is usable and on `s`'s device (`what` names it in the error).
@@ -192,12 +201,15 @@ impl DeviceArray {
     /// last writer if that is another stream (a device-side wait, no host blocking).
     pub fn prepare_on(&self, s: &Stream) -> Result<(), Error> {
         self.check_on(s, "array")?;
-        if let Some(w) = self.last_writer() {
-            if w != *s && w.is_alive() {
-                s.wait_stream(&w)?;
-            }
+        self.order_after_writer(s)
+    }
+
+    /// Orders `s` after the buffer's last writer if that is another stream (device-side).
+    fn order_after_writer(&self, s: &Stream) -> Result<(), Error> {
+        match self.writer_to_wait_for(s) {
+            Some(w) => s.wait_stream(&w),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Waits (blocking) until every write queued on the buffer has completed: synchronizes
@@ -229,9 +241,9 @@ pub fn launch(
     out.check_on(s, "output array")?;
     let (kernel, blocks) = build(cores_hint())?;
     for a in inputs {
-        a.prepare_on(s)?;
+        a.order_after_writer(s)?;
     }
-    out.prepare_on(s)?;
+    out.order_after_writer(s)?;
     let r = s.try_launch(kernel, blocks)?;
     out.mark_written(s);
     Ok(r.err())

@@ -4,8 +4,8 @@
 
 /// `N` operands over one shape, collapsed. Strides are in elements.
 pub(crate) struct Strided<const N: usize> {
-    shape: Vec<usize>,
-    strides: Vec<[isize; N]>,
+    shape: smallvec::SmallVec<[usize; 6]>,
+    strides: smallvec::SmallVec<[[isize; N]; 6]>,
     numel: usize,
 }
 
@@ -15,7 +15,7 @@ impl<const N: usize> Strided<N> {
     /// operand, the outer stride equals inner stride × inner size).
     pub(crate) fn new(shape: &[usize], strides: [&[isize]; N]) -> Self {
         let numel: usize = shape.iter().product();
-        let mut dims: Vec<(usize, [isize; N])> = Vec::with_capacity(shape.len());
+        let mut dims: smallvec::SmallVec<[(usize, [isize; N]); 6]> = smallvec::SmallVec::new();
         if numel > 0 {
             for d in 0..shape.len() {
                 if shape[d] == 1 {
@@ -66,7 +66,7 @@ impl<const N: usize> Strided<N> {
             return;
         }
         let nd = self.shape.len();
-        let mut idx = vec![0usize; nd];
+        let mut idx: smallvec::SmallVec<[usize; 6]> = smallvec::smallvec![0usize; nd];
         let mut rem = start;
         for d in (0..nd).rev() {
             idx[d] = rem % self.shape[d];

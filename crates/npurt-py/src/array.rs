@@ -92,6 +92,11 @@ impl PyArray {
     fn buffer_nbytes(&self) -> usize {
         self.a.buffer().nbytes()
     }
+    /// True for float32, float16 and bfloat16 (no string made: the launch fast path).
+    #[getter]
+    fn is_float(&self) -> bool {
+        self.a.tensor().dtype().is_float()
+    }
     #[getter]
     fn is_contiguous(&self) -> bool {
         self.a.tensor().is_contiguous()

@@ -89,8 +89,19 @@ pub(crate) fn _binary(
     let op = named(&BinaryOp::ALL, BinaryOp::name, op, "binary op")?;
     let out = &arr(out, "out")?.get().a;
     let ((oa, xa), (ob, xb)) = (binary_operand(a, "x1")?, binary_operand(b, "x2")?);
-    let inputs: Vec<&DeviceArray> = xa.into_iter().chain(xb).collect();
-    run(py, stream, &inputs, out, |c| {
+    let (both, one);
+    let inputs: &[&DeviceArray] = match (xa, xb) {
+        (Some(x), Some(y)) => {
+            both = [x, y];
+            &both
+        }
+        (Some(x), None) | (None, Some(x)) => {
+            one = [x];
+            &one
+        }
+        (None, None) => &[],
+    };
+    run(py, stream, inputs, out, |c| {
         npurt_kernels::binary(op, oa, ob, out.tensor(), c)
     })
 }

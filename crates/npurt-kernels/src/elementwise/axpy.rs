@@ -49,18 +49,18 @@ pub fn axpy(
 
 impl AxpyKernel {
     fn run<T: Elem>(&self, s: usize, e: usize) {
-        let views = [&self.out, &self.x, &self.y];
+        let (po, px, py) = (self.out.ptr::<T>(), self.x.ptr::<T>() as *const T, self.y.ptr::<T>() as *const T);
         if T::DTYPE.is_float() {
             let a = self.alpha.to_elem::<f32>();
             let f = move |x: T, y: T| T::from_f32(a * x.to_f32() + y.to_f32());
             // SAFETY: the views were validated by broadcast_pair_into at launch (out is
             // exactly x or y, or disjoint from them); blocks get disjoint output ranges.
-            unsafe { map2(&self.it, views, s, e, f) }
+            unsafe { map2(&self.it, po, px, py, s, e, f) }
         } else {
             let a = self.alpha.to_elem::<i64>();
             let f = move |x: T, y: T| T::from_i64(a.wrapping_mul(x.to_i64()).wrapping_add(y.to_i64()));
             // SAFETY: as above.
-            unsafe { map2(&self.it, views, s, e, f) }
+            unsafe { map2(&self.it, po, px, py, s, e, f) }
         }
     }
 }

@@ -4,23 +4,80 @@ use super::*;
 
 struct BinaryKernel {
     op: BinaryOp,
-    a: TensorView,
-    b: TensorView,
+    a: Src,
+    b: Src,
     out: TensorView,
     it: Strided<3>,
 }
 
-fn operand_view(op: &'static str, what: &'static str, x: Operand, dtype: DType) -> Result<TensorView, KernelArgError> {
-    match x {
-        Operand::Tensor(t) => {
-            check_dtype(op, what, &t, dtype)?;
-            Ok(t)
-        }
-        Operand::Scalar(s) => {
-            s.check_for(op, dtype)?;
-            Ok(scalar_view(dtype, s, &[]))
+/// A checked operand as the kernel holds it: a view already broadcast to the output's
+/// shape, or a scalar kept by value (read through a zero stride; nothing allocated).
+enum Src {
+    View(TensorView),
+    Scalar(Scalar),
+}
+
+/// Zero strides for scalar operands of up to this many dims (more: built on the heap).
+static ZEROS: [isize; 32] = [0; 32];
+
+impl Src {
+    fn strides(&self, ndim: usize) -> std::borrow::Cow<'_, [isize]> {
+        match self {
+            Src::View(t) => std::borrow::Cow::Borrowed(t.strides()),
+            Src::Scalar(_) if ndim <= ZEROS.len() => std::borrow::Cow::Borrowed(&ZEROS[..ndim]),
+            Src::Scalar(_) => std::borrow::Cow::Owned(vec![0; ndim]),
         }
     }
+}
+
+/// Checks an operand against the output's dtype and shape (numpy's broadcasting; in-place
+/// use allowed only as the identical view) and returns it as the kernel holds it.
+fn operand(op: &'static str, what: &'static str, x: Operand, out: &TensorView) -> Result<Src, KernelArgError> {
+    match x {
+        Operand::Tensor(t) => {
+            check_dtype(op, what, &t, out.dtype())?;
+            let t = if t.shape() == out.shape() {
+                t
+            } else {
+                t.broadcast_to(out.shape())?
+            };
+            check_output(op, out, &[(what, &t)], true)?;
+            Ok(Src::View(t))
+        }
+        Operand::Scalar(s) => {
+            s.check_for(op, out.dtype())?;
+            Ok(Src::Scalar(s))
+        }
+    }
+}
+
+/// The shape `a` and `b` broadcast to, when it is not `out`'s (the error numpy gives).
+fn check_shapes(op: &'static str, a: &Operand, b: &Operand, out: &TensorView) -> Result<(), KernelArgError> {
+    let shape = |x: &Operand| match x {
+        Operand::Tensor(t) => Some(t.shape().to_vec()),
+        Operand::Scalar(_) => None,
+    };
+    let same = |x: &Operand| match x {
+        Operand::Tensor(t) => t.shape() == out.shape(),
+        Operand::Scalar(_) => true,
+    };
+    if same(a) && same(b) {
+        return Ok(());
+    }
+    let ab = match (shape(a), shape(b)) {
+        (Some(x), Some(y)) => broadcast_shapes(op, &x, &y)?,
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => Vec::new(),
+    };
+    let full = broadcast_shapes(op, &ab, out.shape())?;
+    if full != out.shape() {
+        return Err(KernelArgError::OutputShape {
+            op,
+            expected: ab,
+            got: out.shape().to_vec(),
+        });
+    }
+    Ok(())
 }
 
 /// `out = a op b` with numpy broadcasting (`a` and `b` broadcast together, then into
@@ -49,10 +106,15 @@ pub fn binary(
             hint,
         });
     }
-    let a = operand_view(name, "a", a.into(), dt)?;
-    let b = operand_view(name, "b", b.into(), dt)?;
-    let (a, b) = broadcast_pair_into(name, ("a", &a), ("b", &b), out)?;
-    let it = Strided::new(out.shape(), [out.strides(), a.strides(), b.strides()]);
+    let (a, b) = (a.into(), b.into());
+    check_shapes(name, &a, &b, out)?;
+    if out.has_self_overlap() {
+        return Err(KernelArgError::SelfOverlap { op: name, what: "out" });
+    }
+    let a = operand(name, "a", a, out)?;
+    let b = operand(name, "b", b, out)?;
+    let nd = out.ndim();
+    let it = Strided::new(out.shape(), [out.strides(), &a.strides(nd), &b.strides(nd)]);
     let blocks = blocks_for(it.numel(), GRAIN_ELEMENTWISE, cores);
     Ok((
         Arc::new(BinaryKernel {
@@ -86,9 +148,26 @@ fn min_nan(a: f32, b: f32) -> f32 {
 impl BinaryKernel {
     #[inline(always)]
     fn map<T: Elem>(&self, s: usize, e: usize, f: impl Fn(T, T) -> T) {
-        // SAFETY: the views were validated by broadcast_pair_into at launch (out is exactly
-        // a or b, or disjoint from them); blocks get disjoint output ranges.
-        unsafe { map2(&self.it, [&self.out, &self.a, &self.b], s, e, f) }
+        // A scalar operand is read through a zero stride from a local copy.
+        let (va, vb) = (self.scalar::<T>(&self.a), self.scalar::<T>(&self.b));
+        let ptr = |src: &Src, v: &T| match src {
+            Src::View(t) => t.ptr::<T>() as *const T,
+            Src::Scalar(_) => v as *const T,
+        };
+        let (pa, pb) = (ptr(&self.a, &va), ptr(&self.b, &vb));
+        // SAFETY: the views were validated by `operand` at launch (out is exactly a or b,
+        // or disjoint from them; every view lies in its memory, kept alive by the kernel);
+        // a scalar's pointer is to a local that outlives the call and is only read, at
+        // stride 0; blocks get disjoint output ranges.
+        unsafe { map2(&self.it, self.out.ptr::<T>(), pa, pb, s, e, f) }
+    }
+
+    #[inline(always)]
+    fn scalar<T: Elem>(&self, src: &Src) -> T {
+        match src {
+            Src::Scalar(v) => v.to_elem::<T>(),
+            Src::View(_) => T::from_i64(0),
+        }
     }
 
     fn run<T: Elem>(&self, s: usize, e: usize) {

@@ -303,14 +303,16 @@ unsafe fn map1<A: Elem, O: Elem>(
     });
 }
 
-/// `out = f(a, b)` over the flat range `[s, e)` of `it` (strides `[out, a, b]`).
+/// `out = f(a, b)` over the flat range `[s, e)` of `it` (strides `[out, a, b]`), from the
+/// element-0 pointers of the three operands.
 ///
 /// # Safety
-/// As for [`map1`], for both inputs (element type `T` throughout).
+/// As for [`map1`], for both inputs (element type `T` throughout): every element `it`
+/// addresses from each pointer is valid (the output for writes), and the output is exactly
+/// an input or disjoint from it.
 #[inline(always)]
-unsafe fn map2<T: Elem>(it: &Strided<3>, [out, a, b]: [&TensorView; 3], s: usize, e: usize, f: impl Fn(T, T) -> T) {
+unsafe fn map2<T: Elem>(it: &Strided<3>, po: *mut T, pa: *const T, pb: *const T, s: usize, e: usize, f: impl Fn(T, T) -> T) {
     let [so, sa, sb] = it.inner_strides();
-    let (po, pa, pb) = (out.ptr::<T>(), a.ptr::<T>() as *const T, b.ptr::<T>() as *const T);
     it.for_each_run(s, e, |off, n| {
         // SAFETY: as in map1, for both inputs.
         unsafe {

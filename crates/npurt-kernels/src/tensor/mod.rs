@@ -11,6 +11,7 @@ pub use checks::broadcast_shapes;
 pub(crate) use checks::{check_dtype, check_out_shape, check_output};
 
 use crate::{DType, KernelArgError};
+use smallvec::SmallVec;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -18,6 +19,11 @@ use std::sync::Arc;
 /// What keeps a view's memory alive (a device buffer, a pinned host buffer, a Python
 /// buffer export...). Kernels hold a clone until they are dropped.
 pub type Keep = Arc<dyn Any + Send + Sync>;
+
+/// Dims of a view, inline up to 6 (cloning a view for a launch allocates nothing).
+pub(crate) type Dims = SmallVec<[usize; 6]>;
+/// Strides of a view (elements), inline up to 6.
+pub(crate) type Strides = SmallVec<[isize; 6]>;
 
 /// A strided tensor: `addr` is the address of element `[0, 0, ...]`; element `idx` lives at
 /// `addr + Σ idx[d] * strides[d] * itemsize` (strides in elements, may be zero or
@@ -31,8 +37,8 @@ pub type Keep = Arc<dyn Any + Send + Sync>;
 pub struct TensorView {
     addr: usize,
     dtype: DType,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: Dims,
+    strides: Strides,
     keep: Keep,
 }
 
@@ -99,8 +105,8 @@ impl TensorView {
         let v = TensorView {
             addr,
             dtype,
-            shape,
-            strides,
+            shape: Dims::from_vec(shape),
+            strides: Strides::from_vec(strides),
             keep,
         };
         let numel = v.shape.iter().try_fold(1usize, |a, &s| a.checked_mul(s));
@@ -210,12 +216,12 @@ impl TensorView {
 
     /// Reinterprets the same elements with new shape/strides (crate-internal: callers
     /// guarantee the new layout addresses a subset of the old one's elements).
-    fn derive(&self, addr: usize, shape: Vec<usize>, strides: Vec<isize>) -> TensorView {
+    fn derive(&self, addr: usize, shape: impl Into<Dims>, strides: impl Into<Strides>) -> TensorView {
         TensorView {
             addr,
             dtype: self.dtype,
-            shape,
-            strides,
+            shape: shape.into(),
+            strides: strides.into(),
             keep: self.keep.clone(),
         }
     }
@@ -243,7 +249,7 @@ impl TensorView {
     /// Some two distinct indices address the same element (sufficient test: sorted by
     /// |stride|, each stride must exceed the span of the smaller ones).
     pub(crate) fn has_self_overlap(&self) -> bool {
-        if self.numel() <= 1 {
+        if self.numel() <= 1 || self.is_contiguous() {
             return false;
         }
         let mut dims: Vec<(usize, usize)> = self

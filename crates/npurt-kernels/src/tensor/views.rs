@@ -1,7 +1,7 @@
 //! Views derived from a view: safe, because the result addresses a subset of the same
 //! elements (and keeps the same memory alive).
 
-use super::{bad, contiguous_strides, normalize_axis, TensorView};
+use super::{bad, contiguous_strides, normalize_axis, Dims, Strides, TensorView};
 use crate::KernelArgError;
 
 impl TensorView {
@@ -14,8 +14,8 @@ impl TensorView {
         }
         Ok(self.derive(
             self.addr,
-            axes.iter().map(|&a| self.shape[a]).collect(),
-            axes.iter().map(|&a| self.strides[a]).collect(),
+            axes.iter().map(|&a| self.shape[a]).collect::<Dims>(),
+            axes.iter().map(|&a| self.strides[a]).collect::<Strides>(),
         ))
     }
 
@@ -35,7 +35,7 @@ impl TensorView {
             return Err(bad(format!("cannot broadcast {:?} to {shape:?}", self.shape)));
         }
         let lead = shape.len() - self.ndim();
-        let mut strides = vec![0isize; shape.len()];
+        let mut strides = Strides::from_elem(0, shape.len());
         for d in 0..self.ndim() {
             let (have, want) = (self.shape[d], shape[lead + d]);
             strides[lead + d] = if have == want {
@@ -46,7 +46,7 @@ impl TensorView {
                 return Err(bad(format!("cannot broadcast {:?} to {shape:?}", self.shape)));
             };
         }
-        Ok(self.derive(self.addr, shape.to_vec(), strides))
+        Ok(self.derive(self.addr, Dims::from_slice(shape), strides))
     }
 
     /// Elements `start, start+step, ...` (`count` of them) along `axis`; `step` may be
