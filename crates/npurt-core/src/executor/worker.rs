@@ -37,6 +37,9 @@ struct Worker {
     dev: Arc<DeviceShared>,
     core: u32,
     picks: u32,
+    /// This worker counts as a searcher in the notifier (spinning for work, or lingering
+    /// on an emptied stream): producers then leave sleepers asleep, trusting it to look.
+    searching: bool,
 }
 
 pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
@@ -45,40 +48,67 @@ pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
         dev,
         core: core as u32,
         picks: 0,
+        searching: false,
     };
     w.main_loop();
 }
 
 impl Worker {
+    /// The next work: a ready stream before helping a published job, unless the job's
+    /// stream has a higher priority than every ready stream. So a lone multi-block launch
+    /// gets every idle core, while launches on several streams each run on the core that
+    /// took them instead of all cores queueing behind one job after another.
     fn find(&mut self) -> Option<Work> {
-        if let Some(j) = self.dev.current_job() {
-            return Some(Work::Job(j));
+        let Some(job) = self.dev.current_job() else {
+            return self.dev.pop_ready(&mut self.picks).map(Work::Stream);
+        };
+        if self.dev.ready_at_or_above(job.stream.priority) {
+            if let Some(s) = self.dev.pop_ready(&mut self.picks) {
+                return Some(Work::Stream(s));
+            }
         }
-        self.dev.pop_ready(&mut self.picks).map(Work::Stream)
+        Some(Work::Job(job))
+    }
+
+    /// Becomes a searcher if the notifier allows one more (true if this worker is one).
+    fn begin_search(&mut self) -> bool {
+        if !self.searching {
+            self.searching = self.dev.notifier.start_search();
+        }
+        self.searching
+    }
+
+    /// Stops searching before running work. The last searcher to stop wakes a sleeper if
+    /// more work is waiting: a producer that saw it searching woke nobody.
+    fn finish_search(&mut self) {
+        if std::mem::take(&mut self.searching) && self.dev.notifier.end_search() && self.dev.has_work() {
+            self.dev.wake_one();
+        }
     }
 
     fn main_loop(&mut self) {
         let idx = self.core as usize;
         loop {
             if let Some(work) = self.find() {
+                self.finish_search();
                 self.run(work);
                 continue;
             }
             if self.dev.shutdown.load(Acquire) {
+                if std::mem::take(&mut self.searching) {
+                    self.dev.notifier.end_search();
+                }
                 return;
             }
-            let searching = self.dev.notifier.start_search();
-            if searching {
+            if self.begin_search() {
                 if let Some(work) = self.search() {
-                    if self.dev.notifier.end_search() && self.dev.has_work() {
-                        self.dev.wake_one();
-                    }
+                    self.finish_search();
                     self.run(work);
                     continue;
                 }
             }
             // Sleep: announce, re-check, park.
-            self.dev.notifier.prepare_sleep(idx, searching);
+            self.dev.notifier.prepare_sleep(idx, std::mem::take(&mut self.searching));
             if self.dev.has_work() || self.dev.shutdown.load(Acquire) {
                 if !self.dev.notifier.cancel_sleep(idx) {
                     self.dev.notifier.take_token(idx);
@@ -179,6 +209,9 @@ impl Worker {
                 s.timeline.advance(1);
                 continue;
             }
+            if self.searching {
+                self.finish_search();
+            }
             if !self.exec(&s, task) {
                 return; // ownership moved to a job, an engine or a waiter
             }
@@ -195,9 +228,15 @@ impl Worker {
     }
 
     /// Briefly waits for more work on `s` while nothing else is ready. True if some arrived.
-    fn linger(&self, s: &StreamInner) -> bool {
+    /// Lingering counts as searching (when the notifier allows it): a producer making
+    /// another stream ready meanwhile leaves the sleepers asleep, since this worker sees
+    /// that stream within a few polls — with tiny kernels one worker keeps up and the
+    /// others stay parked instead of spinning on the cores the submitting threads need.
+    fn linger(&mut self, s: &StreamInner) -> bool {
+        self.begin_search();
         for i in 0..LINGER {
             if !s.queue.is_empty() {
+                self.finish_search();
                 return true;
             }
             if i % 32 == 0 && self.dev.has_work() {
