@@ -11,6 +11,7 @@ def main() -> None:
     print(f"npurt {npurt.__version__}: {npurt.device_count()} virtual device(s)")
     with npurt.Device(0) as dev:
         print(f"  {dev.name}: {dev.aicore_num} AI cores, {dev.total_memory / 2**30:.1f} GiB")
+        print(f"  kernels run on {npurt.isa_info()['summary']}")
         compute, side = npurt.Stream(priority=0), npurt.Stream(priority=3)
         start, end = npurt.Event(timing=True), npurt.Event(timing=True)
         start.record(compute)

@@ -219,6 +219,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     let rounds = if quick { 3 } else { 7 };
+    // Where it runs: CPU model, ISA level (NPURT_ISA caps it) and each family's path.
+    println!("{}", npurt_kernels::isa::report());
     let mut ours: Vec<(String, f64)> = vec![];
     for threads in [2usize, 1] {
         let pool = Pool::new(threads);

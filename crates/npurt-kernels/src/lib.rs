@@ -20,7 +20,9 @@
 //!
 //! Floats compute in f32 (f16/bf16 are converted on load and rounded once on store);
 //! sums accumulate in f64, integers compute in i64 and wrap like numpy. Hot loops have
-//! AVX2+FMA versions picked at run time that give the same bits as the portable ones.
+//! AVX-512 and AVX2+FMA copies picked at run time ([`isa`]: the CPU's level capped by
+//! `NPURT_ISA`) that give the same bits as the portable ones; the GEMM runs the `gemm`
+//! crate's AVX-512, AVX2 or scalar microkernels by the same rule.
 //!
 //! A kernel object may be launched again once its previous launch has completed (never
 //! twice concurrently: it would race on its own output anyway). See the crate's README for
@@ -35,6 +37,7 @@ mod elementwise;
 mod error;
 mod fill;
 mod host;
+pub mod isa;
 mod layout;
 pub mod math;
 mod matmul;

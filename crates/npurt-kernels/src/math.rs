@@ -3,31 +3,6 @@
 //! f64 references. Constants are kept as published (some round to fewer f32 digits).
 #![allow(clippy::excessive_precision)]
 
-static PORTABLE_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Forces the portable (baseline x86-64) code paths instead of the AVX2+FMA ones, for
-/// tests showing both give bitwise identical results.
-#[doc(hidden)]
-pub fn force_portable(on: bool) {
-    PORTABLE_ONLY.store(on, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether the AVX2+FMA code paths run: the CPU has both (std caches the detection) and
-/// [`force_portable`] is off.
-#[inline]
-pub fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        !PORTABLE_ONLY.load(std::sync::atomic::Ordering::Relaxed)
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;

@@ -6,6 +6,7 @@
 //! `out` (or in place); any other row is gathered into an f32 buffer, computed, and
 //! scattered back (converted to f16/bf16 once).
 
+use crate::isa::{isa_call, Family};
 use crate::layout::Strided;
 use crate::plan::{blocks_for, GRAIN_TRANSCENDENTAL};
 use crate::tensor::{check_dtype, check_out_shape, check_output, normalize_axis};
@@ -317,18 +318,13 @@ impl RowKernel {
         }
     }
 
-    /// [`RowKernel::run`], compiled for AVX2+FMA when the CPU has them (same results).
+    /// [`RowKernel::run`] on the ISA path of the op's family (softmax or norm).
     fn run_best<T: Elem>(&self, s: usize, e: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if math::has_avx2_fma() {
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2<T: Elem>(k: &RowKernel, s: usize, e: usize) {
-                k.run::<T>(s, e)
-            }
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            return unsafe { avx2::<T>(self, s, e) };
-        }
-        self.run::<T>(s, e)
+        let family = match self.op {
+            RowOp::Softmax | RowOp::LogSoftmax => Family::Softmax,
+            RowOp::LayerNorm { .. } | RowOp::RmsNorm { .. } => Family::Norm,
+        };
+        isa_call!(family, RowKernel, self, run::<T: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]

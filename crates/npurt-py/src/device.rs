@@ -114,6 +114,12 @@ impl PyDevice {
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         properties(py, self.id as i64)
     }
+    /// The ISA path each kernel family runs, e.g. `{"gemm": "avx512", ...}` (the CPU
+    /// model is in `properties["cpu_model"]`; everything in `npurt.isa_info()`).
+    #[getter]
+    fn isa<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::isa::paths_dict(py, &npurt_kernels::isa::report())
+    }
     #[getter]
     fn name(&self) -> PyResult<String> {
         Ok(runtime::device_props(self.id as i64).py_err()?.name)
@@ -149,6 +155,9 @@ pub(crate) fn properties(py: Python<'_>, id: i64) -> PyResult<Bound<'_, PyDict>>
     d.set_item("l2_cache_size", p.l2_cache_size)?;
     d.set_item("worker_threads", p.worker_threads)?;
     d.set_item("stream_queue_depth", p.stream_queue_depth)?;
+    let isa = npurt_kernels::isa::report();
+    d.set_item("cpu_model", &isa.cpu_model)?;
+    d.set_item("isa", crate::isa::paths_dict(py, &isa)?)?;
     Ok(d)
 }
 

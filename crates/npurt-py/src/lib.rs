@@ -11,6 +11,7 @@ mod device;
 mod errors;
 mod event;
 mod host;
+mod isa;
 mod kernels;
 mod memory;
 mod mempool;
@@ -114,6 +115,8 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(live_counts, m)?)?;
     m.add_function(wrap_pyfunction!(device::device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device::get_device_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(isa::isa_info, m)?)?;
+    m.add_function(wrap_pyfunction!(isa::_isa_override, m)?)?;
     m.add_function(wrap_pyfunction!(device::current_device, m)?)?;
     m.add_function(wrap_pyfunction!(device::set_device, m)?)?;
     m.add_function(wrap_pyfunction!(device::reset_device, m)?)?;

@@ -48,6 +48,12 @@ pub fn axpy(
 }
 
 impl AxpyKernel {
+    /// [`AxpyKernel::run`] on the elementwise family's ISA path.
+    fn run_best<T: Elem>(&self, s: usize, e: usize) {
+        crate::isa::isa_call!(crate::isa::Family::Elementwise, AxpyKernel, self, run::<T: Elem>(s: usize, e: usize))
+    }
+
+    #[inline(always)]
     fn run<T: Elem>(&self, s: usize, e: usize) {
         let (po, px, py) = (self.out.ptr::<T>(), self.x.ptr::<T>() as *const T, self.y.ptr::<T>() as *const T);
         if T::DTYPE.is_float() {
@@ -72,7 +78,7 @@ impl Kernel for AxpyKernel {
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
         let (s, e) = split_aligned(blk, self.it.numel(), ALIGN);
         if s < e {
-            dispatch_dtype!(self.out.dtype(), T => self.run::<T>(s, e));
+            dispatch_dtype!(self.out.dtype(), T => self.run_best::<T>(s, e));
         }
         Ok(())
     }

@@ -170,6 +170,12 @@ impl BinaryKernel {
         }
     }
 
+    /// [`BinaryKernel::run`] on the elementwise family's ISA path.
+    fn run_best<T: Elem>(&self, s: usize, e: usize) {
+        crate::isa::isa_call!(crate::isa::Family::Elementwise, BinaryKernel, self, run::<T: Elem>(s: usize, e: usize))
+    }
+
+    #[inline(always)]
     fn run<T: Elem>(&self, s: usize, e: usize) {
         use BinaryOp::*;
         let d = T::DTYPE;
@@ -216,7 +222,7 @@ impl Kernel for BinaryKernel {
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
         let (s, e) = split_aligned(blk, self.it.numel(), ALIGN);
         if s < e {
-            dispatch_dtype!(self.out.dtype(), T => self.run::<T>(s, e));
+            dispatch_dtype!(self.out.dtype(), T => self.run_best::<T>(s, e));
         }
         Ok(())
     }

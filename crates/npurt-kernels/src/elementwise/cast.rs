@@ -51,6 +51,12 @@ pub(crate) fn cast_impl(
 }
 
 impl CastKernel {
+    /// [`CastKernel::run`] on the cast family's ISA path.
+    fn run_best<I: Elem, O: Elem>(&self, s: usize, e: usize) {
+        crate::isa::isa_call!(crate::isa::Family::Cast, CastKernel, self, run::<I: Elem, O: Elem>(s: usize, e: usize))
+    }
+
+    #[inline(always)]
     fn run<I: Elem, O: Elem>(&self, s: usize, e: usize) {
         // SAFETY: the views were validated by broadcast_into at launch (in place only as the
         // same layout, which requires I == O); blocks get disjoint output ranges.
@@ -83,7 +89,7 @@ impl Kernel for CastKernel {
                 });
             });
         } else {
-            dispatch_dtype!(self.out.dtype(), O => dispatch_dtype!(self.x.dtype(), I => self.run::<I, O>(s, e)));
+            dispatch_dtype!(self.out.dtype(), O => dispatch_dtype!(self.x.dtype(), I => self.run_best::<I, O>(s, e)));
         }
         Ok(())
     }

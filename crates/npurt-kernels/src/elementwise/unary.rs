@@ -45,19 +45,9 @@ pub fn unary(op: UnaryOp, x: &TensorView, out: &TensorView, cores: u32) -> Resul
 }
 
 impl UnaryKernel {
-    /// [`UnaryKernel::run`], compiled for AVX2+FMA when the CPU has them (same results:
-    /// the compiler never fuses a multiply and an add on its own).
+    /// [`UnaryKernel::run`] on the elementwise family's ISA path.
     fn run_best<T: Elem>(&self, s: usize, e: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if crate::math::has_avx2_fma() {
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2<T: Elem>(k: &UnaryKernel, s: usize, e: usize) {
-                k.run::<T>(s, e)
-            }
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            return unsafe { avx2::<T>(self, s, e) };
-        }
-        self.run::<T>(s, e)
+        crate::isa::isa_call!(crate::isa::Family::Elementwise, UnaryKernel, self, run::<T: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]

@@ -17,6 +17,7 @@
 //! kernel: one tile = one `gemm` call).
 
 mod grid;
+mod micro;
 mod tile;
 
 use crate::plan::BLOCKS_PER_CORE;

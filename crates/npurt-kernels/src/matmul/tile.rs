@@ -49,8 +49,8 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Calls `gemm::gemm` on an `m×n` tile, depth `k`, with row/column strides: `dst = s·dst + t·lhs@rhs`
-/// (`dst` read only when `read_dst`).
+/// [`super::micro::gemm_f32`] on strided matrices: `dst = s·dst + t·lhs@rhs` (`dst` read
+/// only when `read_dst`).
 ///
 /// # Safety
 /// The three strided matrices must be valid (dst for writes) for their `m×k`, `k×n`, `m×n`
@@ -69,26 +69,14 @@ unsafe fn gemm_f32(
 ) {
     // SAFETY: forwarded to the caller.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.p,
-            dst.cs,
-            dst.rs,
+        super::micro::gemm_f32(
+            (m, n, k),
+            (dst.p, dst.rs, dst.cs),
             read_dst,
-            lhs.p as *const f32,
-            lhs.cs,
-            lhs.rs,
-            rhs.p as *const f32,
-            rhs.cs,
-            rhs.rs,
             s,
+            (lhs.p as *const f32, lhs.rs, lhs.cs),
+            (rhs.p as *const f32, rhs.rs, rhs.cs),
             t,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
         )
     }
 }

@@ -64,6 +64,7 @@ impl ReduceKernel {
         acc
     }
 
+    #[inline(always)]
     fn write<O: Elem>(&self, ooff: isize, v: Val) {
         // SAFETY: the output element is addressed by out (contract), written by exactly
         // one block (units are disjoint; the merge runs in one block), and out overlaps no
@@ -71,6 +72,12 @@ impl ReduceKernel {
         unsafe { self.out.ptr::<O>().wrapping_offset(ooff).write(v.to::<O>()) }
     }
 
+    /// [`ReduceKernel::run`] on the reduce family's ISA path.
+    fn run_best<T: Elem, R: Red<T>>(&self, r: R, blk: BlockCtx) {
+        crate::isa::isa_call!(crate::isa::Family::Reduce, ReduceKernel, self, run::<T: Elem, R: Red<T>>(r: R, blk: BlockCtx))
+    }
+
+    #[inline(always)]
     fn run<T: Elem, R: Red<T>>(&self, r: R, blk: BlockCtx) {
         let outputs = self.outer.numel();
         let (s, e) = blk.split(outputs * self.nchunks);
@@ -129,6 +136,7 @@ impl ReduceKernel {
 
     /// Column path: `n` outputs contiguous in x (stride 1) reduced together, each in the
     /// row-major order of the reduced dims.
+    #[inline(always)]
     fn columns<T: Elem, R: Red<T>>(&self, r: R, off: [isize; 2], oi: isize, n: usize) {
         let px = self.x.ptr::<T>() as *const T;
         let [rs] = self.inner.inner_strides();
@@ -165,14 +173,14 @@ impl Kernel for ReduceKernel {
         let float = self.x.dtype().is_float();
         let mean = self.op == ReduceOp::Mean;
         dispatch_dtype!(self.x.dtype(), T => match (self.op, float) {
-            (ReduceOp::Sum | ReduceOp::Mean, true) => self.run::<T, _>(SumF { mean }, blk),
-            (ReduceOp::Sum | ReduceOp::Mean, false) => self.run::<T, _>(SumI { mean }, blk),
-            (ReduceOp::Max, true) => self.run::<T, _>(ExtF::<true>, blk),
-            (ReduceOp::Max, false) => self.run::<T, _>(ExtI::<true>, blk),
-            (ReduceOp::Min, true) => self.run::<T, _>(ExtF::<false>, blk),
-            (ReduceOp::Min, false) => self.run::<T, _>(ExtI::<false>, blk),
-            (ReduceOp::Argmax, true) => self.run::<T, _>(ArgF, blk),
-            (ReduceOp::Argmax, false) => self.run::<T, _>(ArgI, blk),
+            (ReduceOp::Sum | ReduceOp::Mean, true) => self.run_best::<T, _>(SumF { mean }, blk),
+            (ReduceOp::Sum | ReduceOp::Mean, false) => self.run_best::<T, _>(SumI { mean }, blk),
+            (ReduceOp::Max, true) => self.run_best::<T, _>(ExtF::<true>, blk),
+            (ReduceOp::Max, false) => self.run_best::<T, _>(ExtI::<true>, blk),
+            (ReduceOp::Min, true) => self.run_best::<T, _>(ExtF::<false>, blk),
+            (ReduceOp::Min, false) => self.run_best::<T, _>(ExtI::<false>, blk),
+            (ReduceOp::Argmax, true) => self.run_best::<T, _>(ArgF, blk),
+            (ReduceOp::Argmax, false) => self.run_best::<T, _>(ArgI, blk),
         });
         Ok(())
     }

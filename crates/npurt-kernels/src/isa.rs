@@ -1,0 +1,396 @@
+//! The ISA rule: which instruction-set path each kernel family runs, chosen at run time
+//! (never at compile time: one build runs on any x86-64 CPU).
+//!
+//! * Detected level: [`Isa::Avx512`] when the CPU has AVX-512 F, BW, VL and DQ plus AVX2
+//!   and FMA; [`Isa::Avx2`] with AVX2 and FMA; else [`Isa::Scalar`] (baseline x86-64, SSE2;
+//!   every non-x86 target).
+//! * Cap: `NPURT_ISA=auto|avx512|avx2|scalar` (read once, at first use). A level above
+//!   the CPU's caps to what the CPU has. An invalid value is a *logged fallback*: one line
+//!   on stderr and `auto`, and [`report`] carries the warning (so a bench header shows it).
+//! * Test override ([`force`]): caps further, for tests that run every family under each
+//!   path in one process.
+//!
+//! The active level is one relaxed atomic load on the hot paths ([`level`], [`path`]).
+//! Each [`Family`] has a best path (the highest level it has code for, kept only where
+//! it measured faster); the path it runs is `min(level, best)`.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+/// An instruction-set level, ordered: `Scalar < Avx2 < Avx512`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Isa {
+    /// Baseline code (x86-64: SSE2), what the compiler targets by default.
+    Scalar = 0,
+    /// AVX2 + FMA.
+    Avx2 = 1,
+    /// AVX-512 F/BW/VL/DQ + AVX2 + FMA.
+    Avx512 = 2,
+}
+
+impl Isa {
+    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+
+    /// `"scalar"`, `"avx2"` or `"avx512"` (the `NPURT_ISA` spelling).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses an `NPURT_ISA` value: `Some(None)` for `auto` (or empty), `Some(Some(level))`
+    /// for a level name (case-insensitive, surrounding blanks ignored), `None` if invalid.
+    pub fn parse_cap(s: &str) -> Option<Option<Isa>> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Some(None),
+            "avx512" => Some(Some(Isa::Avx512)),
+            "avx2" => Some(Some(Isa::Avx2)),
+            "scalar" => Some(Some(Isa::Scalar)),
+            _ => None,
+        }
+    }
+
+    fn from_u8(v: u8) -> Isa {
+        match v {
+            2 => Isa::Avx512,
+            1 => Isa::Avx2,
+            _ => Isa::Scalar,
+        }
+    }
+}
+
+impl std::fmt::Display for Isa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kernel families, each with its own best path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// f32/f16/bf16 matmul and gemm tiles (the `gemm` crate's microkernels).
+    Gemm,
+    /// unary, binary, axpy.
+    Elementwise,
+    /// cast, copy (between dtypes), fill.
+    Cast,
+    /// softmax, log_softmax.
+    Softmax,
+    /// layer_norm, rms_norm.
+    Norm,
+    /// sum, mean, max, min, argmax.
+    Reduce,
+}
+
+impl Family {
+    pub const ALL: [Family; 6] = [
+        Family::Gemm,
+        Family::Elementwise,
+        Family::Cast,
+        Family::Softmax,
+        Family::Norm,
+        Family::Reduce,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Family::Gemm => "gemm",
+            Family::Elementwise => "elementwise",
+            Family::Cast => "cast",
+            Family::Softmax => "softmax",
+            Family::Norm => "norm",
+            Family::Reduce => "reduce",
+        }
+    }
+
+    /// The highest path the family has code for.
+    pub const fn best(self) -> Isa {
+        match self {
+            Family::Gemm => Isa::Avx512,
+            Family::Elementwise | Family::Cast | Family::Softmax | Family::Norm | Family::Reduce => Isa::Avx2,
+        }
+    }
+}
+
+/// Calls `$k.$method::<$T, ...>($args, ...)` (generics given with their bounds) compiled for the path of `$family`: the
+/// AVX-512 and AVX2 copies are the same Rust code under `#[target_feature]` (so the method
+/// and everything it calls must be `#[inline(always)]` to be compiled for the level). The
+/// compiler never fuses a multiply and an add on its own, so every copy gives the same
+/// bits as the portable one (tested).
+macro_rules! isa_call {
+    ($family:expr, $K:ty, $k:expr, $method:ident::<$($T:ident: $B:path),+>($($a:ident: $t:ty),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
+            unsafe fn v4<$($T: $B),+>(k: &$K, $($a: $t),*) {
+                k.$method::<$($T),+>($($a),*)
+            }
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn v3<$($T: $B),+>(k: &$K, $($a: $t),*) {
+                k.$method::<$($T),+>($($a),*)
+            }
+            match $crate::isa::path($family) {
+                // SAFETY: path() never exceeds the detected level, so the CPU has the
+                // features each copy is compiled for.
+                $crate::isa::Isa::Avx512 => unsafe { v4::<$($T),+>($k, $($a),*) },
+                // SAFETY: as above.
+                $crate::isa::Isa::Avx2 => unsafe { v3::<$($T),+>($k, $($a),*) },
+                $crate::isa::Isa::Scalar => $k.$method::<$($T),+>($($a),*),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = $family;
+            $k.$method::<$($T),+>($($a),*)
+        }
+    }};
+}
+pub(crate) use isa_call;
+
+/// What the CPU supports (std caches the feature detection; this caches the rule).
+pub fn detected() -> Isa {
+    static DETECTED: OnceLock<Isa> = OnceLock::new();
+    *DETECTED.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let v3 = has!("avx2") && has!("fma");
+            if v3 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
+                return Isa::Avx512;
+            }
+            if v3 {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Scalar
+    })
+}
+
+/// `NPURT_ISA` as read at first use.
+struct EnvCap {
+    /// The raw value (`None`: unset).
+    raw: Option<String>,
+    /// The parsed cap (`None`: auto).
+    cap: Option<Isa>,
+    /// Set when the value was invalid (and ignored).
+    warning: Option<String>,
+}
+
+fn env_cap() -> &'static EnvCap {
+    static ENV: OnceLock<EnvCap> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let raw = std::env::var("NPURT_ISA").ok();
+        let (cap, warning) = match raw.as_deref().map(Isa::parse_cap) {
+            None => (None, None),
+            Some(Some(cap)) => (cap, None),
+            Some(None) => {
+                let w = format!(
+                    "NPURT_ISA={:?} is not one of auto, avx512, avx2, scalar; using auto",
+                    raw.as_deref().unwrap_or_default()
+                );
+                eprintln!("npurt: {w}");
+                (None, Some(w))
+            }
+        };
+        EnvCap { raw, cap, warning }
+    })
+}
+
+/// The level from the CPU and `NPURT_ISA` (no test override).
+fn base_level() -> Isa {
+    let d = detected();
+    env_cap().cap.map_or(d, |c| c.min(d))
+}
+
+const UNSET: u8 = u8::MAX;
+/// The active level (`base_level`, further capped by [`force`]), or `UNSET`.
+static ACTIVE: AtomicU8 = AtomicU8::new(UNSET);
+/// The test override (`UNSET`: none).
+static FORCED: AtomicU8 = AtomicU8::new(UNSET);
+
+#[cold]
+#[inline(never)]
+fn init_level() -> Isa {
+    let forced = FORCED.load(Ordering::Relaxed);
+    let mut l = base_level();
+    if forced != UNSET {
+        l = l.min(Isa::from_u8(forced));
+    }
+    ACTIVE.store(l as u8, Ordering::Relaxed);
+    l
+}
+
+/// The active level: the CPU's, capped by `NPURT_ISA` and the test override. One relaxed
+/// load once initialised.
+#[inline]
+pub fn level() -> Isa {
+    match ACTIVE.load(Ordering::Relaxed) {
+        UNSET => init_level(),
+        v => Isa::from_u8(v),
+    }
+}
+
+/// The path `family` runs now: `min(level(), family.best())`.
+#[inline]
+pub fn path(family: Family) -> Isa {
+    level().min(family.best())
+}
+
+/// Test override: caps the level at `cap` (`None` removes the override). Kernels running
+/// concurrently may see either level (each block reads it once), so tests that change it
+/// serialise themselves and compare results only after their launches completed.
+#[doc(hidden)]
+pub fn force(cap: Option<Isa>) {
+    FORCED.store(cap.map_or(UNSET, |c| c as u8), Ordering::Relaxed);
+    let l = cap.map_or(base_level(), |c| base_level().min(c));
+    ACTIVE.store(l as u8, Ordering::Relaxed);
+}
+
+/// The levels this CPU can run (every level up to the detected one): what tests sweep.
+pub fn available() -> Vec<Isa> {
+    Isa::ALL.into_iter().filter(|&l| l <= detected()).collect()
+}
+
+/// Where kernels run: the CPU model, the detected level, the cap and the path of each
+/// family. Built by [`report`]; printed by the benches and the demo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsaReport {
+    /// The CPU's brand string (x86 CPUID), else `/proc/cpuinfo`'s model name, else "unknown".
+    pub cpu_model: String,
+    pub detected: Isa,
+    /// `NPURT_ISA` as given (`"auto"` when unset).
+    pub requested: String,
+    /// The parsed cap (`None`: auto, or an invalid value).
+    pub cap: Option<Isa>,
+    /// The test override, if set.
+    pub forced: Option<Isa>,
+    /// The active level (see [`level`]).
+    pub level: Isa,
+    /// `(family name, path)` for every [`Family`].
+    pub paths: Vec<(&'static str, Isa)>,
+    /// Set when `NPURT_ISA` was invalid and ignored.
+    pub warning: Option<String>,
+}
+
+impl std::fmt::Display for IsaReport {
+    /// One line: `CPU: <model>; ISA: avx512 (detected avx512, NPURT_ISA=auto); gemm=avx512 ...`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CPU: {}; ISA: {} (detected {}, NPURT_ISA={}",
+            self.cpu_model, self.level, self.detected, self.requested
+        )?;
+        if let Some(c) = self.forced {
+            write!(f, ", test override {c}")?;
+        }
+        f.write_str(");")?;
+        for (name, p) in &self.paths {
+            write!(f, " {name}={p}")?;
+        }
+        if let Some(w) = &self.warning {
+            write!(f, " [{w}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// The current [`IsaReport`].
+pub fn report() -> IsaReport {
+    let env = env_cap();
+    let forced = match FORCED.load(Ordering::Relaxed) {
+        UNSET => None,
+        v => Some(Isa::from_u8(v)),
+    };
+    IsaReport {
+        cpu_model: cpu_model().to_string(),
+        detected: detected(),
+        requested: env.raw.clone().unwrap_or_else(|| "auto".into()),
+        cap: env.cap,
+        forced,
+        level: level(),
+        paths: Family::ALL.iter().map(|&f| (f.name(), path(f))).collect(),
+        warning: env.warning.clone(),
+    }
+}
+
+/// The CPU's model name (cached).
+pub fn cpu_model() -> &'static str {
+    static MODEL: OnceLock<String> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        brand_string()
+            .or_else(proc_cpuinfo_model)
+            .unwrap_or_else(|| "unknown".into())
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn brand_string() -> Option<String> {
+    use std::arch::x86_64::__cpuid;
+    // CPUID is available on every x86-64 CPU; leaf 0x8000_0000 gives the highest
+    // extended leaf, and the brand string is in leaves 0x8000_0002..=0x8000_0004.
+    if __cpuid(0x8000_0000).eax < 0x8000_0004 {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(48);
+    for leaf in 0x8000_0002u32..=0x8000_0004 {
+        let r = __cpuid(leaf);
+        for w in [r.eax, r.ebx, r.ecx, r.edx] {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+    let s = String::from_utf8_lossy(&bytes);
+    let s = s.trim_matches(char::from(0)).trim();
+    (!s.is_empty()).then(|| s.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn brand_string() -> Option<String> {
+    None
+}
+
+fn proc_cpuinfo_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name") || l.starts_with("Model"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_cap_accepts_the_documented_values() {
+        assert_eq!(Isa::parse_cap("auto"), Some(None));
+        assert_eq!(Isa::parse_cap(""), Some(None));
+        assert_eq!(Isa::parse_cap(" AVX512 "), Some(Some(Isa::Avx512)));
+        assert_eq!(Isa::parse_cap("avx2"), Some(Some(Isa::Avx2)));
+        assert_eq!(Isa::parse_cap("scalar"), Some(Some(Isa::Scalar)));
+        assert_eq!(Isa::parse_cap("avx-512"), None);
+        assert_eq!(Isa::parse_cap("sse"), None);
+    }
+
+    #[test]
+    fn levels_are_ordered_and_families_capped() {
+        assert!(Isa::Scalar < Isa::Avx2 && Isa::Avx2 < Isa::Avx512);
+        for f in Family::ALL {
+            assert!(path(f) <= f.best() && path(f) <= level());
+        }
+        assert!(level() <= detected());
+        assert_eq!(available().last().copied(), Some(detected()));
+    }
+
+    #[test]
+    fn report_names_the_cpu_and_every_family() {
+        let r = report();
+        assert!(!r.cpu_model.is_empty());
+        assert_eq!(r.paths.len(), Family::ALL.len());
+        let line = r.to_string();
+        assert!(line.contains("gemm=") && line.contains(&r.cpu_model), "{line}");
+    }
+}
