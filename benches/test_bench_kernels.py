@@ -8,7 +8,8 @@ import mmap
 import npurt
 import numpy as np
 import pytest
-from npurt import _membench, _throughput, _workloads
+from npurt.bench import memory as membench
+from npurt.bench import throughput, workloads
 
 MiB = 1 << 20
 
@@ -17,8 +18,8 @@ def _checked(runner):
     """Runs each stream once and compares every output with numpy. Use as
     ``with _checked(Runner(...)) as r:`` (the runner's streams are closed on the way out)."""
     try:
-        _throughput.sample(runner, runner.n)
-        _throughput.check(runner, npurt.get_config()["worker_threads"])
+        throughput.sample(runner, runner.n)
+        throughput.check(runner, npurt.get_config()["worker_threads"])
     except BaseException:
         runner.close()
         raise
@@ -28,44 +29,44 @@ def _checked(runner):
 @pytest.mark.parametrize("workload", ["axpy", "matmul256"])
 def test_kernel_npurt(benchmark, workload):
     benchmark.group = f"kernels-{workload}"
-    with _checked(_throughput.NpurtStreams(_throughput.spec(workload), 1)) as r:
-        benchmark(_throughput.sample, r, 16)
+    with _checked(throughput.NpurtStreams(throughput.spec(workload), 1)) as r:
+        benchmark(throughput.sample, r, 16)
 
 
 @pytest.mark.parametrize("workload", ["axpy", "matmul256"])
 def test_kernel_numpy(benchmark, workload):
     benchmark.group = f"kernels-{workload}"
-    with _checked(_throughput.NumpyThreads(_throughput.spec(workload), 1, threaded=False)) as r:
-        benchmark(_throughput.sample, r, 16)
+    with _checked(throughput.NumpyThreads(throughput.spec(workload), 1, threaded=False)) as r:
+        benchmark(throughput.sample, r, 16)
 
 
 @pytest.mark.benchmark(group="kernels-mlp")
 @pytest.mark.parametrize("batch", [1, 32])
 def test_mlp_npurt(benchmark, batch):
-    with _checked(_throughput.NpurtStreams(_throughput.spec("mlp", batch), 1)) as r:
-        benchmark(_throughput.sample, r, 8)
+    with _checked(throughput.NpurtStreams(throughput.spec("mlp", batch), 1)) as r:
+        benchmark(throughput.sample, r, 8)
 
 
 @pytest.mark.benchmark(group="kernels-mlp")
 @pytest.mark.parametrize("batch", [1, 32])
 def test_mlp_numpy(benchmark, batch):
-    with _checked(_throughput.NumpyThreads(_throughput.spec("mlp", batch), 1, threaded=False)) as r:
-        benchmark(_throughput.sample, r, 8)
+    with _checked(throughput.NumpyThreads(throughput.spec("mlp", batch), 1, threaded=False)) as r:
+        benchmark(throughput.sample, r, 8)
 
 
 @pytest.mark.benchmark(group="streams-tensor")
 @pytest.mark.parametrize("workload", ["axpy", "mlp"])
 @pytest.mark.parametrize("streams", [1, 2, 8])
 def test_tensor_throughput_by_streams(benchmark, workload, streams):
-    sp = _throughput.spec(workload, 32 if workload == "mlp" else 1)
-    with _checked(_throughput.NpurtStreams(sp, streams)) as r:
-        benchmark.pedantic(_throughput.sample, args=(r, 32), rounds=3, iterations=1)
+    sp = throughput.spec(workload, 32 if workload == "mlp" else 1)
+    with _checked(throughput.NpurtStreams(sp, streams)) as r:
+        benchmark.pedantic(throughput.sample, args=(r, 32), rounds=3, iterations=1)
 
 
 @pytest.mark.benchmark(group="overlap")
 @pytest.mark.parametrize("streams", [1, 2, 4])
 def test_overlap(benchmark, streams):
-    benchmark.pedantic(_workloads.overlap, args=(streams, 8, 8 * MiB, 0.002), rounds=3, iterations=1)
+    benchmark.pedantic(workloads.overlap, args=(streams, 8, 8 * MiB, 0.002), rounds=3, iterations=1)
 
 
 @pytest.mark.benchmark(group="memory-alloc")
@@ -98,7 +99,7 @@ def test_numpy_copyto_16mib(benchmark):
 
 @pytest.mark.benchmark(group="memory-fragmentation")
 def test_fragmentation_replay(benchmark):
-    ops = _membench._trace(500)
-    res = benchmark.pedantic(_membench.npurt_replay, args=(ops,), rounds=3, iterations=1)
+    ops = membench._trace(500)
+    res = benchmark.pedantic(membench.npurt_replay, args=(ops,), rounds=3, iterations=1)
     benchmark.extra_info["reserved_over_peak_allocated"] = res["reserved_over_peak_allocated"]
-    benchmark.extra_info["baseline_first_fit"] = _membench.first_fit_ratio(ops)
+    benchmark.extra_info["baseline_first_fit"] = membench.first_fit_ratio(ops)

@@ -2,7 +2,7 @@
 
 import npurt
 import pytest
-from npurt import _baseline, _throughput
+from npurt.bench import baselines, throughput
 
 N = 10_000
 
@@ -21,11 +21,11 @@ def test_launch_empty_npurt(benchmark, stream):
 
 @pytest.mark.benchmark(group="launch")
 def test_launch_empty_python_threads(benchmark):
-    s = _baseline.PyStream()
+    s = baselines.PyStream()
 
     def run():
         for _ in range(N):
-            s.launch(_baseline.nop)
+            s.launch(baselines.nop)
         s.synchronize()
 
     benchmark(run)
@@ -35,7 +35,7 @@ def test_launch_empty_python_threads(benchmark):
 @pytest.mark.benchmark(group="launch")
 def test_launch_empty_pocl(benchmark):
     try:
-        r = _baseline.PoclRunner()
+        r = baselines.PoclRunner()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"PoCL unavailable: {e}")
 
@@ -58,10 +58,10 @@ def test_round_trip_npurt(benchmark, stream):
 
 @pytest.mark.benchmark(group="sync")
 def test_round_trip_python_threads(benchmark):
-    s = _baseline.PyStream()
+    s = baselines.PyStream()
 
     def run():
-        s.launch(_baseline.nop)
+        s.launch(baselines.nop)
         s.synchronize()
 
     benchmark(run)
@@ -87,5 +87,5 @@ def test_event_hop_npurt(benchmark):
 @pytest.mark.benchmark(group="streams")
 @pytest.mark.parametrize("streams", [1, 2, 8, 64])
 def test_busy_throughput_by_streams(benchmark, streams):
-    with _throughput.NpurtStreams(_throughput.spec("busy"), streams) as runner:
-        benchmark.pedantic(_throughput.sample, args=(runner, 64), rounds=3, iterations=1)
+    with throughput.NpurtStreams(throughput.spec("busy"), streams) as runner:
+        benchmark.pedantic(throughput.sample, args=(runner, 64), rounds=3, iterations=1)

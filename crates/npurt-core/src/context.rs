@@ -248,7 +248,7 @@ impl Context {
         self.0.check()?;
         self.0.wait_all(None);
         self.0.retire();
-        crate::runtime::forget_context(&self.0);
+        crate::registry::forget_context(&self.0);
         Ok(())
     }
 }

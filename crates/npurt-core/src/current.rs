@@ -70,7 +70,7 @@ pub fn current_context() -> Result<Context> {
             Ok(Context(ctx))
         }
         Some((_, true)) | None => {
-            let dev = crate::runtime::use_device(0)?;
+            let dev = crate::registry::use_device(0)?;
             let ctx = dev.default_context();
             CTX.with(|c| {
                 let mut v = c.borrow_mut();

@@ -73,7 +73,7 @@ impl LeakReport {
 }
 
 /// An active device (between the first set and the last reset).
-pub struct DeviceRuntime {
+pub struct Device {
     pub props: DeviceProps,
     pub(crate) shared: Arc<DeviceShared>,
     exec: Mutex<Option<Executor>>,
@@ -82,7 +82,7 @@ pub struct DeviceRuntime {
     memory: Arc<DeviceMemory>,
 }
 
-impl DeviceRuntime {
+impl Device {
     pub(crate) fn start(props: DeviceProps, cfg: &Config) -> Result<Arc<Self>> {
         let exec = Executor::start(props.ordinal, &cfg.exec())?;
         let shared = exec.shared.clone();
@@ -94,7 +94,7 @@ impl DeviceRuntime {
             }
         };
         let default_ctx = ContextInner::new(shared.clone(), memory.clone(), false);
-        Ok(Arc::new(DeviceRuntime {
+        Ok(Arc::new(Device {
             props,
             shared,
             exec: Mutex::new(Some(exec)),

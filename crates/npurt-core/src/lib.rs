@@ -23,9 +23,9 @@
 //! # Ok::<(), npurt_core::Error>(())
 //! ```
 //!
-//! The layers, bottom up: [`queue`] (lock-free rings) and [`timeline`] (completion counts and
-//! waiters), [`stream`]/[`event`]/[`context`], the executor (workers, jobs, engines), and
-//! [`runtime`] (the device registry with ACL's reference-counted lifetime).
+//! The layers, bottom up: the stream's parts (lock-free queue, timeline of completion counts
+//! and waiters, task), [`stream`]/[`event`]/[`context`], the executor (workers, jobs,
+//! engines), and [`registry`] (the device registry with ACL's reference-counted lifetime).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -40,24 +40,19 @@ pub mod executor;
 pub mod kernel;
 pub mod memory;
 pub mod profiler;
-mod queue;
-pub mod runtime;
-mod sched_state;
+pub mod registry;
 pub mod stream;
 mod sync;
-pub mod task;
-mod timeline;
-mod timer;
 
 pub use config::Config;
 pub use context::Context;
-pub use device::{DeviceProps, DeviceRuntime, LeakReport};
+pub use device::{Device, DeviceProps, LeakReport};
 pub use error::{AclCode, Error, ErrorKind, Result};
 pub use event::Event;
 pub use kernel::{BlockCtx, Kernel, KernelFault};
 pub use memory::{DeviceBuffer, HostBuffer, MemPool};
+pub use stream::task::{Engine, EngineOp};
 pub use stream::Stream;
-pub use task::{Engine, EngineOp};
 
 /// Objects alive in this process: (user streams, events, contexts) — for leak checks.
 pub fn live_counts() -> (usize, usize, usize) {

@@ -1,7 +1,7 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
-use npurt_core::{runtime, BlockCtx, Config, Context, Kernel, KernelFault};
+use npurt_core::{registry, BlockCtx, Config, Context, Kernel, KernelFault};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -16,14 +16,14 @@ pub fn setup() {
             aicore_num: 2,
             ..Config::default()
         };
-        runtime::configure(cfg).unwrap();
+        registry::configure(cfg).unwrap();
     });
 }
 
 /// Device `id`'s default context (taking the process's implicit reference).
 pub fn ctx(id: i64) -> Context {
     setup();
-    runtime::use_device(id).unwrap().default_context()
+    registry::use_device(id).unwrap().default_context()
 }
 
 /// Counts how often each block index ran.

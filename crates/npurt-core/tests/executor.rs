@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use npurt_core::{runtime, Engine, ErrorKind};
+use npurt_core::{registry, Engine, ErrorKind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -270,7 +270,7 @@ fn backpressure_on_a_full_ring_keeps_everything() {
 fn bad_device_ids_are_typed_errors() {
     setup();
     for id in [-1i64, 2, 1 << 40] {
-        let e = runtime::set_device(id).err().unwrap();
+        let e = registry::set_device(id).err().unwrap();
         assert_eq!(e.acl().code, 107001, "{e}");
     }
 }
@@ -319,7 +319,7 @@ fn profiler_hook_sees_every_task_with_ordered_times() {
     }
     setup();
     // Device 1 is shared with other tests: watch only our stream's records.
-    let dev = runtime::use_device(1).unwrap();
+    let dev = registry::use_device(1).unwrap();
     let obs = Arc::new(Collect(Mutex::new(Vec::new())));
     dev.set_observer(Some(obs.clone()));
     let s = dev.default_context().create_stream(0).unwrap();

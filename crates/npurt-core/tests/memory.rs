@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use npurt_core::memory::{self, AnyBuffer, Buffer, MemPool, PageKind, PagePolicy};
-use npurt_core::{runtime, ErrorKind};
+use npurt_core::{registry, ErrorKind};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -290,7 +290,7 @@ fn raw_pointers_are_validated() {
 #[test]
 fn device_reset_invalidates_buffers_and_reports_leaks() {
     let _g = serial();
-    let dev = runtime::set_device(1).unwrap();
+    let dev = registry::set_device(1).unwrap();
     let m = dev.memory().clone();
     let b = memory::malloc_on(&m, 4096, PagePolicy::HugeFirst).unwrap();
     let host = memory::malloc_host(4096).unwrap();
@@ -301,7 +301,7 @@ fn device_reset_invalidates_buffers_and_reports_leaks() {
     let mut out = [0u8; 4096];
     memory::read(&other, 0, &mut out).unwrap();
     assert!(out.iter().all(|&x| x == 9));
-    let report = runtime::reset_device_force(1).unwrap().unwrap();
+    let report = registry::reset_device_force(1).unwrap().unwrap();
     assert_eq!((report.allocations, report.bytes), (1, block(4096)));
     let e = memory::memcpy(&host, &b, None).unwrap_err();
     assert_eq!((e.kind(), e.acl().code), (ErrorKind::InvalidHandle, 107017));
@@ -375,7 +375,7 @@ fn async_copies_from_rust_memory_are_staged() {
 fn context_memory_limits_are_separate_and_released() {
     let _g = serial();
     let m = mem0();
-    let dev = runtime::use_device(0).unwrap();
+    let dev = registry::use_device(0).unwrap();
     let (a, b) = (dev.create_context().unwrap(), dev.create_context().unwrap());
     a.set_memory_limit(Some(8 * MIB)).unwrap();
     assert_eq!(a.memory_limit(), Some(8 * MIB));

@@ -3,14 +3,14 @@
 mod common;
 
 use common::*;
-use npurt_core::runtime;
+use npurt_core::registry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[test]
 fn forced_reset_releases_threads_waiting_on_dropped_work() {
     setup();
-    let dev = runtime::set_device(1).unwrap();
+    let dev = registry::set_device(1).unwrap();
     let s = dev.default_context().create_stream(0).unwrap();
     s.launch(Arc::new(Spin(Duration::from_millis(100))), 1).unwrap();
     for _ in 0..10 {
@@ -20,7 +20,7 @@ fn forced_reset_releases_threads_waiting_on_dropped_work() {
     let waiter = std::thread::spawn(move || s2.synchronize(Some(Duration::from_secs(10))));
     std::thread::sleep(Duration::from_millis(30));
     let t = Instant::now();
-    runtime::reset_device_force(1).unwrap();
+    registry::reset_device_force(1).unwrap();
     let r = waiter.join().unwrap();
     assert!(
         t.elapsed() < Duration::from_secs(2),

@@ -30,8 +30,8 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod array;
 mod busy;
-pub mod device;
 mod dtype;
 mod elementwise;
 mod error;
@@ -50,8 +50,8 @@ mod tensor;
 /// The `half` crate (f16/bf16 element types).
 pub use half;
 
+pub use array::{ArrayError, DeviceArray};
 pub use busy::Busy;
-pub use device::{ArrayError, DeviceArray};
 pub use dtype::{Bool8, DType, Elem};
 pub use elementwise::{axpy, binary, cast, copy, fill, unary, BinaryOp, Operand, Scalar, UnaryOp};
 pub use error::KernelArgError;

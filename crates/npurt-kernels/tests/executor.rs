@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use npurt_core::{runtime, Config};
+use npurt_core::{registry, Config};
 use npurt_kernels::{
     binary, layer_norm, matmul, reduce, run_inline, softmax, unary, BinaryOp, DType, Fault, HostTensor, ReduceOp,
     UnaryOp,
@@ -23,9 +23,9 @@ fn stream() -> npurt_core::Stream {
             aicore_num: 2,
             ..Config::default()
         };
-        runtime::configure(cfg).unwrap();
+        registry::configure(cfg).unwrap();
     });
-    runtime::use_device(0)
+    registry::use_device(0)
         .unwrap()
         .default_context()
         .create_stream(0)

@@ -7,14 +7,14 @@
 use crate::context::PyContext;
 use crate::device::{device_id, make_current, warn_leaks};
 use crate::errors::IntoPy;
-use npurt_core::{current, runtime};
+use npurt_core::{current, registry};
 use pyo3::prelude::*;
 
 /// ACL `aclrtSetDevice`: takes one reference on the device and makes its default context
 /// this thread's current context (replacing the current one).
 #[pyfunction]
 pub(crate) fn _acl_set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<()> {
-    make_current(py, device, runtime::set_device)
+    make_current(py, device, registry::set_device)
 }
 
 /// ACL `aclrtResetDevice`: drops one reference (the last one tears the device down, with
@@ -24,7 +24,7 @@ pub(crate) fn _acl_set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyRe
 pub(crate) fn _acl_reset_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<()> {
     let id = device_id(device)?;
     let before = current::current_context_strict().ok();
-    let report = py.detach(|| runtime::reset_device(id)).py_err()?;
+    let report = py.detach(|| registry::reset_device(id)).py_err()?;
     if before.is_some_and(|c| !c.is_alive()) {
         current::pop_context();
     }

@@ -4,7 +4,7 @@ use crate::args::timeout_arg;
 use crate::errors::IntoPy;
 use crate::memory::opt_size_arg;
 use crate::stream::{context_for, PyStream};
-use npurt_core::{current, runtime, Context};
+use npurt_core::{current, registry, Context};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -39,7 +39,7 @@ impl PyContext {
     ) -> PyResult<Self> {
         let limit = opt_size_arg(memory_limit, "memory_limit")?;
         let id = context_for(py, device)?.device() as i64;
-        let dev = py.detach(|| runtime::active_or_use(id)).py_err()?;
+        let dev = py.detach(|| registry::active_or_use(id)).py_err()?;
         let c = dev.create_context().py_err()?;
         c.set_memory_limit(limit).py_err()?;
         Ok(Self { c })

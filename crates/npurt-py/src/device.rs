@@ -2,7 +2,7 @@
 
 use crate::args::{int_arg, timeout_arg};
 use crate::errors::{resource_warning, IntoPy};
-use npurt_core::{current, runtime, DeviceRuntime, LeakReport};
+use npurt_core::{current, registry, Device, LeakReport};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ pub(crate) fn device_id(obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     if let Ok(d) = obj.cast::<PyDevice>() {
         return Ok(d.get().id as i64);
     }
-    let count = runtime::device_count().py_err()? as i64;
+    let count = registry::device_count().py_err()? as i64;
     let id = int_arg(obj, "device", i64::MIN, i64::MAX)?;
     if id < 0 || id >= count {
         return Err(crate::errors::to_py(
@@ -74,7 +74,7 @@ impl PyDevice {
 
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
         let id = slf.get().id as i64;
-        let dev = slf.py().detach(|| runtime::set_device(id)).py_err()?;
+        let dev = slf.py().detach(|| registry::set_device(id)).py_err()?;
         current::push_context(&dev.default_context());
         Ok(slf)
     }
@@ -83,7 +83,7 @@ impl PyDevice {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
         current::pop_context();
         let id = self.id as i64;
-        let report = py.detach(|| runtime::reset_device(id)).py_err()?;
+        let report = py.detach(|| registry::reset_device(id)).py_err()?;
         warn_leaks(py, report)?;
         Ok(false)
     }
@@ -93,7 +93,7 @@ impl PyDevice {
     fn synchronize(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let t = timeout_arg(timeout)?;
         let id = self.id as i64;
-        py.detach(|| match runtime::active_device(id)? {
+        py.detach(|| match registry::active_device(id)? {
             Some(d) => d.synchronize(t),
             None => Ok(()),
         })
@@ -103,11 +103,11 @@ impl PyDevice {
     /// True while some reference keeps the device started.
     #[getter]
     fn is_active(&self) -> PyResult<bool> {
-        Ok(runtime::active_device(self.id as i64).py_err()?.is_some())
+        Ok(registry::active_device(self.id as i64).py_err()?.is_some())
     }
 
     fn _refcount(&self) -> PyResult<usize> {
-        runtime::device_refs(self.id as i64).py_err()
+        registry::device_refs(self.id as i64).py_err()
     }
 
     #[getter]
@@ -122,28 +122,28 @@ impl PyDevice {
     }
     #[getter]
     fn name(&self) -> PyResult<String> {
-        Ok(runtime::device_props(self.id as i64).py_err()?.name)
+        Ok(registry::device_props(self.id as i64).py_err()?.name)
     }
     #[getter]
     fn total_memory(&self) -> PyResult<u64> {
-        Ok(runtime::device_props(self.id as i64).py_err()?.total_memory)
+        Ok(registry::device_props(self.id as i64).py_err()?.total_memory)
     }
     #[getter]
     fn aicore_num(&self) -> PyResult<u32> {
-        Ok(runtime::device_props(self.id as i64).py_err()?.aicore_num)
+        Ok(registry::device_props(self.id as i64).py_err()?.aicore_num)
     }
     #[getter]
     fn vector_core_num(&self) -> PyResult<u32> {
-        Ok(runtime::device_props(self.id as i64).py_err()?.vector_core_num)
+        Ok(registry::device_props(self.id as i64).py_err()?.vector_core_num)
     }
     #[getter]
     fn l2_cache_size(&self) -> PyResult<u64> {
-        Ok(runtime::device_props(self.id as i64).py_err()?.l2_cache_size)
+        Ok(registry::device_props(self.id as i64).py_err()?.l2_cache_size)
     }
 }
 
 pub(crate) fn properties(py: Python<'_>, id: i64) -> PyResult<Bound<'_, PyDict>> {
-    let p = runtime::device_props(id).py_err()?;
+    let p = registry::device_props(id).py_err()?;
     let d = PyDict::new(py);
     d.set_item("id", p.ordinal)?;
     d.set_item("physical_id", p.physical_id)?;
@@ -163,7 +163,7 @@ pub(crate) fn properties(py: Python<'_>, id: i64) -> PyResult<Bound<'_, PyDict>>
 
 #[pyfunction]
 pub(crate) fn device_count() -> PyResult<u32> {
-    runtime::device_count().py_err()
+    registry::device_count().py_err()
 }
 
 #[pyfunction]
@@ -180,15 +180,15 @@ pub(crate) fn current_device(py: Python<'_>) -> PyResult<u32> {
 /// the process's implicit reference.
 #[pyfunction]
 pub(crate) fn set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<()> {
-    make_current(py, device, runtime::use_device)
+    make_current(py, device, registry::use_device)
 }
 
-/// Takes a reference on `device` with `take` (`runtime::use_device`: the implicit one;
-/// `runtime::set_device`: ACL's) and makes its default context this thread's current one.
+/// Takes a reference on `device` with `take` (`registry::use_device`: the implicit one;
+/// `registry::set_device`: ACL's) and makes its default context this thread's current one.
 pub(crate) fn make_current(
     py: Python<'_>,
     device: &Bound<'_, PyAny>,
-    take: fn(i64) -> npurt_core::Result<Arc<DeviceRuntime>>,
+    take: fn(i64) -> npurt_core::Result<Arc<Device>>,
 ) -> PyResult<()> {
     let id = device_id(device)?;
     let dev = py.detach(|| take(id)).py_err()?;
@@ -204,9 +204,9 @@ pub(crate) fn reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: boo
     let report = py
         .detach(|| {
             if force {
-                runtime::reset_device_force(id)
+                registry::reset_device_force(id)
             } else {
-                runtime::reset_device(id)
+                registry::reset_device(id)
             }
         })
         .py_err()?;
@@ -226,7 +226,7 @@ pub(crate) fn synchronize(
         Some(d) => device_id(d)?,
         None => py.detach(current::current_device).py_err()? as i64,
     };
-    py.detach(|| match runtime::active_device(id)? {
+    py.detach(|| match registry::active_device(id)? {
         Some(d) => d.synchronize(t),
         None => Ok(()),
     })
@@ -236,5 +236,5 @@ pub(crate) fn synchronize(
 /// Tears down every device (registered with atexit). Returns nothing; warns on leaks.
 #[pyfunction]
 pub(crate) fn _shutdown(py: Python<'_>) {
-    let _ = py.detach(runtime::shutdown);
+    let _ = py.detach(registry::shutdown);
 }

@@ -20,7 +20,7 @@ mod stream;
 mod view;
 
 use errors::IntoPy;
-use npurt_core::{runtime, Config};
+use npurt_core::{registry, Config};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -80,13 +80,13 @@ fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
             .aicore_num
             .min(std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     }
-    runtime::configure(c).py_err()
+    registry::configure(c).py_err()
 }
 
 /// The configuration in force (initialises the runtime).
 #[pyfunction]
 fn get_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let c = runtime::config().py_err()?;
+    let c = registry::config().py_err()?;
     let d = PyDict::new(py);
     d.set_item("device_count", c.device_count)?;
     d.set_item("device_memory", c.device_memory)?;

@@ -9,7 +9,7 @@ use crate::device::device_id;
 use crate::errors::IntoPy;
 use crate::memory::memory_for;
 use npurt_core::memory::{self, DeviceMemory, PoolStats};
-use npurt_core::runtime;
+use npurt_core::registry;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
@@ -111,7 +111,7 @@ pub(crate) fn mem_get_info(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) ->
     match py.detach(|| memory::active_memory(id)).py_err()? {
         Some(m) => Ok(m.mem_info()),
         None => {
-            let total = runtime::device_props(id).py_err()?.total_memory;
+            let total = registry::device_props(id).py_err()?.total_memory;
             Ok((total, total))
         }
     }
@@ -125,7 +125,7 @@ pub(crate) fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> 
     if device.is_some_and(|d| !d.is_none()) {
         return Ok(active(py, device)?.map_or(0, |m| py.detach(|| m.empty_cache())));
     }
-    let n = runtime::device_count().py_err()?;
+    let n = registry::device_count().py_err()?;
     py.detach(|| {
         let mut released = 0;
         for id in 0..n as i64 {

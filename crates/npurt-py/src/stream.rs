@@ -6,7 +6,7 @@ use crate::errors::{type_error, IntoPy};
 use crate::event::PyEvent;
 use npurt_core::error::TaskError;
 use npurt_core::stream::Pending;
-use npurt_core::{current, runtime, Context, Engine, Stream};
+use npurt_core::{current, registry, Context, Engine, Stream};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -24,7 +24,7 @@ fn context_on(py: Python<'_>, cur: Context, id: i64) -> PyResult<Context> {
     if cur.device() as i64 == id {
         return Ok(cur);
     }
-    let dev = py.detach(|| runtime::active_or_use(id)).py_err()?;
+    let dev = py.detach(|| registry::active_or_use(id)).py_err()?;
     Ok(dev.default_context())
 }
 

@@ -6,8 +6,8 @@
 use super::{mark_runtime_thread, DeviceShared};
 use crate::error::TaskError;
 use crate::profiler::{TaskKind, TaskRecord};
+use crate::stream::task::{Engine, EngineOp};
 use crate::stream::StreamInner;
-use crate::task::{Engine, EngineOp};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Release;
 use std::sync::mpsc::{channel, Receiver, Sender};

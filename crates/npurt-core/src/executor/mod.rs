@@ -11,12 +11,13 @@
 mod engine;
 mod job;
 mod notifier;
+pub(crate) mod timer;
 mod worker;
 
 use crate::error::{DeviceError, Result};
 use crate::profiler::ProfilerSlot;
+use crate::stream::task::Engine;
 use crate::stream::StreamInner;
-use crate::task::Engine;
 use crossbeam_queue::SegQueue;
 use engine::EngineJob;
 use job::Job;

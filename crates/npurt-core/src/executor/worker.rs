@@ -7,9 +7,9 @@ use super::{mark_runtime_thread, DeviceShared};
 use crate::error::TaskError;
 use crate::kernel::BlockCtx;
 use crate::profiler::{TaskKind, TaskRecord};
+use crate::stream::task::{Op, Task};
+use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
-use crate::task::{Op, Task};
-use crate::timeline::{Registered, Wake};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::Arc;
@@ -292,7 +292,7 @@ impl Worker {
                     if let Registered::Queued = on.timeline.register(target, wake) {
                         if let Some(t) = timeout {
                             let me = s.clone();
-                            crate::timer::schedule(
+                            crate::executor::timer::schedule(
                                 Instant::now() + t,
                                 Box::new(move || {
                                     if !once.swap(true, AcqRel) {

@@ -17,8 +17,8 @@ use super::buffer::sealed::Region;
 use super::buffer::Buffer;
 use super::host::Staging;
 use crate::error::{BufferError, Result};
+use crate::stream::task::{Engine, EngineOp};
 use crate::stream::{Pending, Stream};
-use crate::task::{Engine, EngineOp};
 
 /// Copies of at least this many bytes are split over two threads.
 const SPLIT_COPY: usize = 8 << 20;

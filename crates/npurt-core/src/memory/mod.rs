@@ -51,7 +51,7 @@ pub use view::BufferView;
 use crate::context::ContextInner;
 use crate::current;
 use crate::error::{BufferError, Result};
-use crate::runtime;
+use crate::registry;
 use buffer::{DedicatedGuard, Owner, OWNED_STREAM};
 use npurt_mem::align::{block_size, round_up};
 use npurt_mem::page::{page_size, HUGE_PAGE_SIZE};
@@ -65,13 +65,13 @@ pub fn current_memory() -> Result<Arc<DeviceMemory>> {
 
 /// The memory of device `id`, taking the process's implicit reference if it is not active.
 pub fn device_memory(id: i64) -> Result<Arc<DeviceMemory>> {
-    Ok(runtime::active_or_use(id)?.memory().clone())
+    Ok(registry::active_or_use(id)?.memory().clone())
 }
 
 /// The memory of device `id` if the device is active (statistics of an inactive device
 /// are all zero; asking should not start it).
 pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
-    Ok(runtime::active_device(id)?.map(|d| d.memory().clone()))
+    Ok(registry::active_device(id)?.map(|d| d.memory().clone()))
 }
 
 /// Allocates `nbytes` on the current device (`aclrtMalloc`; contents unspecified).

@@ -1,0 +1,20 @@
+//! Callgrind helper: N DeviceBuffer malloc+free pairs and N raw pool pairs.
+use npurt_core::memory::{self, PagePolicy};
+use npurt_mem::{CachingPool, PoolConfig};
+use std::hint::black_box;
+const MIB: usize = 1 << 20;
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let keep = memory::malloc(MIB, PagePolicy::HugeFirst).unwrap();
+    for _ in 0..n {
+        let b = memory::malloc(black_box(MIB), PagePolicy::HugeFirst).unwrap();
+        drop(black_box(b));
+    }
+    let pool = CachingPool::new(PoolConfig::new(4 << 30)).unwrap();
+    let _m = pool.alloc(MIB, 0).unwrap();
+    for _ in 0..n {
+        let a = pool.alloc(black_box(MIB), 0).unwrap();
+        pool.free(black_box(a), Vec::new()).unwrap();
+    }
+    drop(keep);
+}

@@ -1,0 +1,393 @@
+//! Streams: in-order task queues that run in parallel with each other.
+//!
+//! [`StreamInner`] is the shared state (queue, scheduling word, completion timeline, sticky
+//! error); [`Stream`] is the user's handle. Submitting is lock-free: push into the ring,
+//! then one `fetch_or` on the scheduling word; only the push that wakes an idle stream
+//! touches the device's ready list.
+
+pub(crate) mod queue;
+pub(crate) mod sched_state;
+pub mod task;
+pub(crate) mod timeline;
+
+use crate::context::ContextInner;
+use crate::error::{DeviceError, Error, Result, StreamError, TaskError};
+use crate::event::Event;
+use crate::executor::DeviceShared;
+use crate::kernel::Kernel;
+use parking_lot::Mutex;
+use queue::TaskQueue;
+use sched_state::SchedState;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use task::{Engine, EngineOp, Op, Task};
+use timeline::Timeline;
+
+const ALIVE: u8 = 0;
+const DESTROYED: u8 = 1;
+const ABORTED: u8 = 2;
+
+/// Lowest (numerically largest) ACL stream priority.
+pub const LOWEST_PRIORITY: u8 = 7;
+/// Largest block count of one launch (ACL's `blockDim` limit).
+pub const MAX_BLOCKS: u32 = 65_535;
+
+static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
+static LIVE_USER_STREAMS: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// User-created streams not yet destroyed (for leak checks).
+pub fn live_user_streams() -> usize {
+    LIVE_USER_STREAMS.load(Relaxed).max(0) as usize
+}
+
+pub(crate) fn count_user_streams(delta: isize) {
+    LIVE_USER_STREAMS.fetch_add(delta, Relaxed);
+}
+
+/// Shared state of one stream.
+pub struct StreamInner {
+    pub(crate) id: u64,
+    pub(crate) priority: u8,
+    pub(crate) dev: Arc<DeviceShared>,
+    pub(crate) ctx: Weak<ContextInner>,
+    pub(crate) ctx_id: u64,
+    pub(crate) queue: TaskQueue<Task>,
+    pub(crate) sched: SchedState,
+    pub(crate) timeline: Timeline,
+    /// The head task finished on another thread; the next owner must count it complete.
+    pub(crate) inflight: AtomicBool,
+    failed: AtomicBool,
+    error: Mutex<Option<TaskError>>,
+    status: AtomicU8,
+    is_default: bool,
+}
+
+impl StreamInner {
+    pub(crate) fn new(
+        dev: Arc<DeviceShared>,
+        ctx: Weak<ContextInner>,
+        ctx_id: u64,
+        priority: u8,
+        is_default: bool,
+    ) -> Arc<Self> {
+        let depth = dev.queue_depth;
+        Arc::new(Self {
+            id: NEXT_STREAM_ID.fetch_add(1, Relaxed),
+            priority,
+            dev,
+            ctx,
+            ctx_id,
+            queue: TaskQueue::new(depth),
+            sched: SchedState::new(),
+            timeline: Timeline::new(),
+            inflight: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            status: AtomicU8::new(ALIVE),
+            is_default,
+        })
+    }
+
+    /// True when queued tasks must be dropped instead of run (sticky error or abort).
+    #[inline]
+    pub(crate) fn skipping(&self) -> bool {
+        self.failed.load(Relaxed) || self.status.load(Relaxed) == ABORTED
+    }
+
+    /// Records the first failure; later tasks on this stream are skipped.
+    pub(crate) fn set_error(&self, e: TaskError) {
+        let mut slot = self.error.lock();
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        self.failed.store(true, Release);
+    }
+
+    fn sticky(&self) -> Result<()> {
+        if self.failed.load(Acquire) {
+            if let Some(e) = self.error.lock().clone() {
+                return Err(StreamError::TaskFailed {
+                    stream: self.id,
+                    source: e,
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails if the stream (or its device) can no longer be used.
+    #[inline]
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if !self.dev.is_alive() {
+            return Err(DeviceError::Reset(self.dev.ordinal).into());
+        }
+        match self.status.load(Acquire) {
+            ALIVE => {}
+            DESTROYED => return Err(StreamError::Destroyed(self.id).into()),
+            _ => return Err(StreamError::Aborted(self.id).into()),
+        }
+        self.sticky()
+    }
+
+    /// Pushes without blocking; gives the task back when the ring is full.
+    #[inline]
+    pub(crate) fn try_push(self: &Arc<Self>, task: Task) -> std::result::Result<u64, Task> {
+        let pos = self.queue.push(task)?;
+        if self.sched.notify() {
+            self.dev.make_ready(self.clone());
+        }
+        Ok(pos)
+    }
+
+    /// Pushes, waiting for room when the ring is full (back-pressure).
+    pub(crate) fn push_blocking(self: &Arc<Self>, mut task: Task) -> Result<u64> {
+        loop {
+            match self.try_push(task) {
+                Ok(pos) => return Ok(pos),
+                Err(back) => task = back,
+            }
+            self.check_usable()?;
+            // Room appears once the oldest queued task has completed.
+            let target = self.queue.tail().saturating_sub(self.queue.capacity()) + 1;
+            self.timeline.wait_for(target, None, self.dev.spin_iters);
+        }
+    }
+
+    pub(crate) fn task(&self, op: Op) -> Task {
+        let submit_ns = if self.dev.profiler.enabled() {
+            crate::clock::now_ns()
+        } else {
+            0
+        };
+        Task { op, submit_ns }
+    }
+
+    /// Waits until everything submitted so far has finished.
+    pub(crate) fn wait_all(&self, timeout: Option<Duration>) -> bool {
+        let target = self.queue.tail();
+        let deadline = timeout.map(|t| Instant::now() + t);
+        self.timeline.wait_for(target, deadline, self.dev.spin_iters)
+    }
+
+    /// Drops queued tasks and marks them complete; only once the device's threads are gone.
+    pub(crate) fn abandon(&self) {
+        self.retire(true);
+        while self.queue.pop().is_some() {}
+        let (tail, done) = (self.queue.tail(), self.timeline.completed());
+        if tail > done {
+            self.timeline.advance(tail - done);
+        }
+    }
+
+    /// Marks the stream destroyed (`force`: also drop its queued work).
+    pub(crate) fn retire(&self, force: bool) {
+        let _ = self
+            .status
+            .compare_exchange(ALIVE, if force { ABORTED } else { DESTROYED }, AcqRel, Acquire);
+    }
+}
+
+/// A handle to a stream. Cloning the handle does not create a stream.
+#[derive(Clone)]
+pub struct Stream(pub(crate) Arc<StreamInner>);
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Stream {}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Stream(id={}, device={}, priority={})",
+            self.0.id, self.0.dev.ordinal, self.0.priority
+        )
+    }
+}
+
+/// A launch that found the stream's ring full; finish it with [`Stream::push_pending`]
+/// (which blocks, so bindings release their interpreter lock first).
+pub struct Pending(Task);
+
+impl Stream {
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+    pub fn priority(&self) -> u8 {
+        self.0.priority
+    }
+    pub fn device(&self) -> u32 {
+        self.0.dev.ordinal
+    }
+    pub fn context_id(&self) -> u64 {
+        self.0.ctx_id
+    }
+    pub fn is_default(&self) -> bool {
+        self.0.is_default
+    }
+
+    /// Launches `kernel` split into `blocks` blocks; returns the task's sequence number.
+    pub fn launch(&self, kernel: Arc<dyn Kernel>, blocks: u32) -> Result<u64> {
+        match self.try_launch(kernel, blocks)? {
+            Ok(seq) => Ok(seq),
+            Err(p) => self.push_pending(p),
+        }
+    }
+
+    /// Like [`launch`](Self::launch) but never blocks: a full ring returns `Err(Pending)`.
+    #[inline]
+    pub fn try_launch(&self, kernel: Arc<dyn Kernel>, blocks: u32) -> Result<std::result::Result<u64, Pending>> {
+        if blocks == 0 || blocks > MAX_BLOCKS {
+            return Err(Error::invalid(format!(
+                "block count {blocks} is out of range 1..={MAX_BLOCKS}"
+            )));
+        }
+        self.try_op(Op::Kernel { kernel, blocks })
+    }
+
+    #[inline]
+    fn try_op(&self, op: Op) -> Result<std::result::Result<u64, Pending>> {
+        self.0.check_usable()?;
+        Ok(self.0.try_push(self.0.task(op)).map_err(Pending))
+    }
+
+    /// Finishes a launch that found the ring full, waiting for room.
+    pub fn push_pending(&self, p: Pending) -> Result<u64> {
+        crate::executor::forbid_runtime_thread("wait for room on a full stream")?;
+        self.0.push_blocking(p.0)
+    }
+
+    fn submit(&self, op: Op) -> Result<u64> {
+        match self.try_op(op)? {
+            Ok(seq) => Ok(seq),
+            Err(p) => self.push_pending(p),
+        }
+    }
+
+    /// Runs `op` on an engine thread in stream order (host callbacks, copies).
+    pub fn launch_engine(&self, engine: Engine, op: EngineOp) -> Result<u64> {
+        self.submit(Op::Engine(engine, op))
+    }
+
+    /// Non-blocking variant of [`launch_engine`](Self::launch_engine).
+    pub fn try_launch_engine(&self, engine: Engine, op: EngineOp) -> Result<std::result::Result<u64, Pending>> {
+        self.try_op(Op::Engine(engine, op))
+    }
+
+    /// Makes later work on this stream wait until `event`'s recorded work is done.
+    /// An event that was never recorded imposes no wait.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.wait_event_timeout(event, None)
+    }
+
+    /// Like [`wait_event`](Self::wait_event), but if the event's work is not done within
+    /// `timeout` of the wait reaching the head of this stream, the stream fails with a wait
+    /// timeout (ACL 107019, sticky) instead of waiting forever.
+    pub fn wait_event_timeout(&self, event: &Event, timeout: Option<Duration>) -> Result<()> {
+        self.0.check_usable()?;
+        if let Some((on, target)) = event.point()? {
+            self.wait_point(on, target, timeout)?;
+        }
+        Ok(())
+    }
+
+    /// Makes later work on this stream wait for everything submitted to `other` so far.
+    pub fn wait_stream(&self, other: &Stream) -> Result<()> {
+        self.0.check_usable()?;
+        other.0.check_usable()?;
+        if self == other {
+            return Err(StreamError::SelfWait.into());
+        }
+        self.wait_point(other.0.clone(), other.0.queue.tail(), None)
+    }
+
+    fn wait_point(&self, on: Arc<StreamInner>, target: u64, timeout: Option<Duration>) -> Result<()> {
+        if Arc::ptr_eq(&on, &self.0) || on.timeline.completed() >= target {
+            return Ok(()); // already ordered (same stream) or already satisfied
+        }
+        self.submit(Op::Wait { on, target, timeout }).map(|_| ())
+    }
+
+    pub(crate) fn record_timing(&self, stamp: Arc<AtomicU64>) -> Result<u64> {
+        self.submit(Op::Record(stamp)).map(|seq| seq + 1)
+    }
+
+    /// Tasks submitted so far (the target an event recorded now waits for).
+    pub(crate) fn submitted(&self) -> u64 {
+        self.0.queue.tail()
+    }
+
+    /// Tasks completed so far.
+    pub fn completed(&self) -> u64 {
+        self.0.timeline.completed()
+    }
+
+    /// True when all submitted work has finished; raises the stream's sticky error.
+    pub fn query(&self) -> Result<bool> {
+        self.0.check_usable()?;
+        Ok(self.0.timeline.completed() >= self.0.queue.tail())
+    }
+
+    /// Waits for all submitted work (or the timeout); raises the stream's sticky error.
+    pub fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
+        crate::executor::forbid_runtime_thread("synchronize")?;
+        self.0.check_usable()?;
+        if !self.0.wait_all(timeout) {
+            let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
+            return Err(StreamError::SyncTimeout {
+                stream: self.0.id,
+                secs,
+            }
+            .into());
+        }
+        self.0.check_usable()
+    }
+
+    /// Destroys the stream. `force == false` waits for its work first (ACL's
+    /// `aclrtDestroyStream`); `force == true` drops queued work (`aclrtDestroyStreamForce`).
+    /// The default stream of a context cannot be destroyed.
+    pub fn destroy(&self, force: bool) -> Result<()> {
+        if self.0.is_default {
+            return Err(Error::invalid("the default stream of a context cannot be destroyed"));
+        }
+        if !self.0.dev.is_alive() {
+            return Err(DeviceError::Reset(self.0.dev.ordinal).into());
+        }
+        match self.0.status.load(Acquire) {
+            ALIVE => {}
+            _ => return Err(StreamError::Destroyed(self.0.id).into()),
+        }
+        if !force {
+            crate::executor::forbid_runtime_thread("destroy a stream")?;
+            self.0.wait_all(None);
+        }
+        self.0.retire(force);
+        if let Some(ctx) = self.0.ctx.upgrade() {
+            ctx.forget_stream(&self.0);
+        }
+        Ok(())
+    }
+
+    /// Releases the stream without waiting (`cudaStreamDestroy` semantics): no new work is
+    /// accepted, already queued work still runs. Does nothing if it is already gone.
+    pub fn release(&self) {
+        if self.0.is_default || self.0.status.load(Acquire) != ALIVE {
+            return;
+        }
+        self.0.retire(false);
+        if let Some(ctx) = self.0.ctx.upgrade() {
+            ctx.forget_stream(&self.0);
+        }
+    }
+
+    /// Whether the stream is still usable (not destroyed, device not reset).
+    pub fn is_alive(&self) -> bool {
+        self.0.dev.is_alive() && self.0.status.load(Acquire) == ALIVE
+    }
+}

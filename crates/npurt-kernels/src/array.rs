@@ -1,0 +1,281 @@
+//! Device arrays: [`TensorView`]s over [`DeviceBuffer`]s, built safely (the whole strided
+//! range is checked to lie inside the buffer, and the view keeps the buffer alive), plus the
+//! stream bookkeeping the Python `npurt.DeviceArray` needs (last-writer stream per buffer,
+//! device checks, cross-stream ordering before a launch).
+
+use crate::{DType, KernelArgError, Launch, TensorView};
+use npurt_core::error::DeviceError;
+use npurt_core::memory::{self, DeviceBuffer, DeviceMemory, PagePolicy};
+use npurt_core::stream::Pending;
+use npurt_core::{Error, Stream};
+use parking_lot::Mutex;
+use std::sync::{Arc, OnceLock};
+
+/// Why an array operation could not be queued: a runtime error (device, stream, memory) or
+/// a kernel argument error. Both are raised before anything is queued.
+#[derive(Debug, thiserror::Error)]
+pub enum ArrayError {
+    #[error(transparent)]
+    Core(#[from] Error),
+    #[error(transparent)]
+    Arg(#[from] KernelArgError),
+}
+
+fn bad(msg: String) -> KernelArgError {
+    KernelArgError::BadView(msg)
+}
+
+/// A view of `buf`: element `idx` at `buf.addr() + offset_bytes + Σ idx[d]*strides[d]*itemsize`.
+/// Safe: every addressed byte is checked to lie inside the buffer's `nbytes`, and the view
+/// holds a clone of the buffer (the memory stays mapped while any view or kernel lives).
+/// Access is ordered by streams like every other use of device memory.
+pub fn view(
+    buf: &DeviceBuffer,
+    offset_bytes: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+) -> Result<TensorView, KernelArgError> {
+    if shape.len() != strides.len() {
+        return Err(bad(format!("shape {shape:?} and strides {strides:?} differ in length")));
+    }
+    let item = dtype.itemsize() as i128;
+    let overflow = || bad(format!("view (shape {shape:?}, strides {strides:?}) overflows"));
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |a, &n| a.checked_mul(n))
+        .ok_or_else(overflow)?;
+    let (mut lo, mut hi) = (0i128, 0i128);
+    if numel > 0 {
+        for (&n, &s) in shape.iter().zip(&strides) {
+            // |s| < 2^63 and n < 2^64: the product fits in i128; the sums are checked.
+            let ext = s as i128 * (n as i128 - 1);
+            if ext < 0 {
+                lo = lo.checked_add(ext).ok_or_else(overflow)?;
+            } else {
+                hi = hi.checked_add(ext).ok_or_else(overflow)?;
+            }
+        }
+        let start = lo.checked_mul(item).and_then(|v| v.checked_add(offset_bytes as i128));
+        let end = hi
+            .checked_add(1)
+            .and_then(|v| v.checked_mul(item))
+            .and_then(|v| v.checked_add(offset_bytes as i128));
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(overflow());
+        };
+        if start < 0 || end > buf.nbytes() as i128 {
+            return Err(bad(format!(
+                "view (offset {offset_bytes} B, shape {shape:?}, strides {strides:?}, {dtype}) spans bytes {start}..{end}, outside the buffer's {} bytes",
+                buf.nbytes()
+            )));
+        }
+    } else if offset_bytes > buf.nbytes() {
+        return Err(bad(format!(
+            "offset {offset_bytes} is past the buffer's {} bytes",
+            buf.nbytes()
+        )));
+    }
+    let keep: crate::Keep = Arc::new(buf.clone());
+    // SAFETY: every element addressed lies in `buf.addr()..buf.addr()+buf.nbytes()` (checked
+    // above), memory that stays mapped while `keep` (a clone of the buffer) lives; access to
+    // device memory is ordered by streams (the runtime's contract for all device memory).
+    unsafe { TensorView::new(buf.addr() + offset_bytes, dtype, shape, strides, keep) }
+}
+
+/// The `cores` hint for kernels: the configured worker count (fixed once the runtime runs).
+pub fn cores_hint() -> u32 {
+    static CORES: OnceLock<u32> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        npurt_core::registry::config()
+            .map(|c| c.worker_threads.max(1))
+            .unwrap_or(1)
+    })
+}
+
+/// A device array: a buffer, a view of it and the buffer's last-writer stream (shared by
+/// every view of the same buffer).
+#[derive(Clone)]
+pub struct DeviceArray {
+    buf: DeviceBuffer,
+    view: TensorView,
+    offset: usize,
+    writer: Arc<Mutex<Option<Stream>>>,
+}
+
+impl DeviceArray {
+    /// A new contiguous array (contents unspecified) from the device's caching pool
+    /// (`mem`, or the current device's). Blocks from the pool are idle for every stream.
+    pub fn empty(mem: Option<&Arc<DeviceMemory>>, dtype: DType, shape: Vec<usize>) -> Result<Self, ArrayError> {
+        let numel = shape
+            .iter()
+            .try_fold(1usize, |a, &s| a.checked_mul(s))
+            .and_then(|n| n.checked_mul(dtype.itemsize()))
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| bad(format!("shape {shape:?} is too large")))?;
+        let nbytes = numel.max(1);
+        let buf = match mem {
+            Some(m) => memory::malloc_on(m, nbytes, PagePolicy::HugeFirst)?,
+            None => memory::malloc(nbytes, PagePolicy::HugeFirst)?,
+        };
+        let strides = crate::contiguous_strides(&shape);
+        let view = view(&buf, 0, dtype, shape, strides)?;
+        Ok(DeviceArray {
+            buf,
+            view,
+            offset: 0,
+            writer: Arc::new(Mutex::new(None)),
+        })
+    }
+
+    /// Another view of the same buffer (checked to lie inside it).
+    pub fn view_as(
+        &self,
+        offset_bytes: usize,
+        dtype: DType,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+    ) -> Result<Self, ArrayError> {
+        Ok(DeviceArray {
+            buf: self.buf.clone(),
+            view: view(&self.buf, offset_bytes, dtype, shape, strides)?,
+            offset: offset_bytes,
+            writer: self.writer.clone(),
+        })
+    }
+
+    pub fn tensor(&self) -> &TensorView {
+        &self.view
+    }
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buf
+    }
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    pub fn device(&self) -> u32 {
+        self.buf.device()
+    }
+    /// True if both are views of the same buffer.
+    pub fn shares_buffer(&self, other: &DeviceArray) -> bool {
+        self.buf == other.buf
+    }
+
+    /// The stream that last wrote the buffer, if any.
+    pub fn last_writer(&self) -> Option<Stream> {
+        self.writer.lock().clone()
+    }
+
+    /// Records `s` as the buffer's last writer (no reference-count traffic when it already is).
+    pub fn mark_written(&self, s: &Stream) {
+        let mut w = self.writer.lock();
+        if w.as_ref() != Some(s) {
+            *w = Some(s.clone());
+        }
+    }
+
+    /// The last writer if `s` must wait for it: another stream whose work may be pending.
+    fn writer_to_wait_for(&self, s: &Stream) -> Option<Stream> {
+        let w = self.writer.lock();
+        match w.as_ref() {
+            Some(w) if w != s && w.is_alive() => Some(w.clone()),
+            _ => None,
+        }
+    }
+
+    /// Checks the buffer is usable and on `s`'s device (`what` names it in the error).
+    fn check_on(&self, s: &Stream, what: &'static str) -> Result<(), Error> {
+        self.buf.check()?;
+        if self.buf.device() != s.device() {
+            return Err(DeviceError::WrongDevice {
+                what,
+                owner: self.buf.device(),
+                current: s.device(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Checks the buffer is usable and on `s`'s device, and orders `s` after the buffer's
+    /// last writer if that is another stream (a device-side wait, no host blocking).
+    pub fn prepare_on(&self, s: &Stream) -> Result<(), Error> {
+        self.check_on(s, "array")?;
+        self.order_after_writer(s)
+    }
+
+    /// Orders `s` after the buffer's last writer if that is another stream (device-side).
+    fn order_after_writer(&self, s: &Stream) -> Result<(), Error> {
+        match self.writer_to_wait_for(s) {
+            Some(w) => s.wait_stream(&w),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits (blocking) until every write queued on the buffer has completed: synchronizes
+    /// its last-writer stream, raising that stream's sticky error.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        self.buf.check()?;
+        if let Some(w) = self.last_writer() {
+            if w.is_alive() {
+                w.synchronize(None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Queues a kernel built by `build(cores)` on `s`, after checking `inputs` and `out` (usable,
+/// on `s`'s device; `s` is ordered after their last writers). Returns the task when the
+/// stream's ring is full (push it with [`finish_launch`] once the GIL is released);
+/// otherwise marks `out` written.
+pub fn launch(
+    s: &Stream,
+    inputs: &[&DeviceArray],
+    out: &DeviceArray,
+    build: impl FnOnce(u32) -> Result<Launch, KernelArgError>,
+) -> Result<Option<Pending>, ArrayError> {
+    for a in inputs {
+        a.check_on(s, "array")?;
+    }
+    out.check_on(s, "output array")?;
+    let (kernel, blocks) = build(cores_hint())?;
+    for a in inputs {
+        a.order_after_writer(s)?;
+    }
+    out.order_after_writer(s)?;
+    let r = s.try_launch(kernel, blocks)?;
+    out.mark_written(s);
+    Ok(r.err())
+}
+
+/// Pushes a task [`launch`] returned (waits for room in the ring).
+pub fn finish_launch(s: &Stream, p: Pending) -> Result<(), Error> {
+    s.push_pending(p).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_must_lie_inside_the_buffer() {
+        let mem = memory::device_memory(0).unwrap();
+        let buf = memory::malloc_on(&mem, 64, PagePolicy::HugeFirst).unwrap();
+        let f = DType::F32;
+        assert!(view(&buf, 0, f, vec![4, 4], vec![4, 1]).is_ok());
+        assert!(view(&buf, 4, f, vec![4, 4], vec![4, 1]).is_err());
+        assert!(view(&buf, 0, f, vec![5, 4], vec![4, 1]).is_err());
+        assert!(view(&buf, 0, f, vec![2, 2], vec![-4, 1]).is_err());
+        assert!(view(&buf, 48, f, vec![2, 2], vec![-4, 1]).is_ok());
+        assert!(view(&buf, 0, f, vec![4, 4], vec![1, 4]).is_ok());
+        assert!(view(&buf, 0, f, vec![0, 100], vec![100, 1]).is_ok());
+        assert!(view(&buf, 65, f, vec![0], vec![1]).is_err());
+        assert!(view(&buf, 0, f, vec![4], vec![4, 1]).is_err());
+        assert!(view(&buf, 0, DType::I64, vec![8], vec![1]).is_ok());
+        assert!(view(&buf, 0, f, vec![usize::MAX / 2, 2], vec![isize::MAX, 1]).is_err());
+        let a = DeviceArray::empty(Some(&mem), f, vec![3, 5]).unwrap();
+        assert!(a.view_as(0, f, vec![5, 3], vec![1, 5]).is_ok());
+        assert!(a.view_as(4, f, vec![5, 3], vec![1, 5]).is_err());
+    }
+}

@@ -1,0 +1,86 @@
+"""Creating device arrays: ``empty``, ``zeros``, ``ones``, ``full``, ``*_like`` and
+``to_device`` (host data to a new array), plus the argument helpers every kernel wrapper uses
+(``_arr``, ``_out``)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import _npurt
+from .device_array import DeviceArray
+from .util import _dtype_name, _scalar, _shape_arg, _stream_for, _type_error
+
+__all__ = ["to_device", "empty", "zeros", "ones", "full", "empty_like", "zeros_like"]
+
+def empty(shape: Any, dtype: Any = "float32", device: Any = None, stream: Any = None) -> DeviceArray:
+    """A new array (contents unspecified) from the device's caching pool (``device``: an id
+    or Device, default the current device)."""
+    return DeviceArray(_npurt._empty(list(_shape_arg(shape)), _dtype_name(dtype), device))
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = "float32", device: Any = None, stream: Any = None) -> DeviceArray:
+    """A new array filled with ``fill_value`` (a fill kernel on ``stream``)."""
+    a = empty(shape, dtype, device=device)
+    if a.size:
+        _npurt._fill(a._a, _scalar(fill_value), _stream_for(stream, device))
+    return a
+
+
+def zeros(shape: Any, dtype: Any = "float32", device: Any = None, stream: Any = None) -> DeviceArray:
+    return full(shape, 0, dtype, device=device, stream=stream)
+
+
+def ones(shape: Any, dtype: Any = "float32", device: Any = None, stream: Any = None) -> DeviceArray:
+    return full(shape, 1, dtype, device=device, stream=stream)
+
+
+def empty_like(a: DeviceArray, dtype: Any = None) -> DeviceArray:
+    return empty(a.shape, a.dtype_name if dtype is None else dtype, device=a.device)
+
+
+def zeros_like(a: DeviceArray, dtype: Any = None, stream: Any = None) -> DeviceArray:
+    return zeros(a.shape, a.dtype_name if dtype is None else dtype, device=a.device, stream=stream)
+
+
+def to_device(x: Any, stream: Any = None, dtype: Any = None, device: Any = None) -> DeviceArray:
+    """Copies host data (a numpy array or anything ``np.asarray`` takes) to a new device
+    array. The bytes are in device memory when the call returns (ACL's rule for pageable
+    memory); float64 becomes float32; ``dtype`` converts (``"bfloat16"`` rounds on the
+    device, on ``stream``)."""
+    from .ops import cast
+
+    if isinstance(x, DeviceArray):
+        if device is not None and _npurt.current_stream(device).device != x.device:
+            want = x.dtype_name if dtype is None else dtype
+            return to_device(x.to_host(), stream=stream, dtype=want, device=device)  # through the host
+        out = x.copy(stream=stream)
+        return out if dtype is None or _dtype_name(dtype) == out.dtype_name else cast(out, dtype, stream=stream)
+    a = np.asarray(x)
+    want = _dtype_name(dtype) if dtype is not None else None
+    if a.dtype == np.float64 and want is None:
+        want = "float32"
+    if want is None:
+        want = _dtype_name(a.dtype)
+    host_dtype = "float32" if want == "bfloat16" else want
+    a = np.asarray(a, dtype=host_dtype, order="C")
+    out = empty(a.shape, host_dtype, device=device)
+    if a.size:
+        # A fresh block from the pool is idle for every stream: write it now.
+        out._a._host_bytes()[: a.nbytes] = a.reshape(-1).view(np.uint8)
+    if want == "bfloat16":
+        return cast(out, "bfloat16", stream=_stream_for(stream, out.device))
+    return out
+
+
+def _arr(v: Any, what: str) -> DeviceArray:
+    if not isinstance(v, DeviceArray):
+        raise _type_error(f"{what} must be an npurt.DeviceArray, not {type(v).__name__}")
+    return v
+
+
+def _out(out: Any, shape: Sequence[int], dtype: str, device: int) -> DeviceArray:
+    if out is None:
+        return empty(shape, dtype, device=device)
+    return _arr(out, "out")

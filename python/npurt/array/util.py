@@ -1,0 +1,163 @@
+"""Shared helpers of the array modules: dtype names, shapes, scalars, typed errors. No
+dependency on ``DeviceArray``."""
+
+from __future__ import annotations
+
+import builtins as _builtins
+import numbers
+import operator
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import _npurt
+from ..exceptions import InvalidTypeError, InvalidValueError
+
+_P = "ACL_ERROR_RT_PARAM_INVALID"
+_DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool")
+_FLOATS = ("float32", "float16", "bfloat16")
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "bool": 1}
+
+
+def _value_error(msg: str) -> InvalidValueError:
+    return InvalidValueError(msg, 107000, _P)
+
+
+def _type_error(msg: str) -> InvalidTypeError:
+    return InvalidTypeError(msg, 107000, _P)
+
+
+_DTYPE_SET = frozenset(_DTYPES)
+
+
+def _dtype_name(dtype: Any) -> str:
+    if dtype.__class__ is str and dtype in _DTYPE_SET:
+        return dtype
+    if dtype is None:
+        return "float32"
+    if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
+        return "bfloat16"
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise _type_error(f"unsupported dtype {dtype!r}") from None
+    if name not in _DTYPES:
+        raise _type_error(f"unsupported dtype {name!r}; npurt arrays hold {', '.join(_DTYPES)}")
+    return name
+
+
+def _shape_arg(shape: Any) -> Tuple[int, ...]:
+    if shape.__class__ is tuple and all(s.__class__ is int and s >= 0 for s in shape):
+        return shape
+    if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        out = tuple(int(operator_index(s)) for s in shape)
+    except TypeError:
+        raise _type_error(f"shape must be an int or a sequence of ints, not {shape!r}") from None
+    if any(s < 0 for s in out):
+        raise _value_error(f"negative dimensions are not allowed: {out}")
+    return out
+
+
+def operator_index(v: Any) -> int:
+    """``operator.index`` that also rejects bool (TypeError with a message)."""
+    if isinstance(v, bool):
+        raise TypeError(f"an integer is required, not {v!r}")
+    return operator.index(v)
+
+
+def _contig_strides(shape: Sequence[int]) -> Tuple[int, ...]:
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= _builtins.max(s, 1)
+    return tuple(reversed(st))
+
+
+def _stream_for(stream: Any, device: Any):
+    if stream is not None:
+        return stream
+    if device is None:
+        return None  # the current stream (resolved natively)
+    return _npurt.current_stream(device)
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, (np.bool_, np.integer, np.floating)):
+        return v.item()
+    if isinstance(v, (bool, int, float)):
+        return v
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        return v.item()
+    raise _type_error(f"expected a number, not {type(v).__name__}")
+
+
+def _bshape(op: str, *shapes: Sequence[int]) -> Tuple[int, ...]:
+    if len(shapes) == 1 or (len(shapes) == 2 and shapes[0] == shapes[1]):
+        return tuple(shapes[0])
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise _value_error(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together") from None
+
+
+def _axes(axis: Any, ndim: int) -> Optional[Tuple[int, ...]]:
+    if axis is None:
+        return None
+    ax = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
+    out = []
+    for a in ax:
+        a = operator_index(a)
+        if not -ndim <= a < ndim:
+            raise _value_error(f"axis {a} is out of bounds for an array of {ndim} dimension(s)")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise _value_error(f"repeated axis in {ax}")
+    return tuple(out)
+
+
+def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: int, key: Any) -> Tuple[list, list, int]:
+    """numpy's basic indexing: (shape, strides in elements, byte offset) of ``x[key]`` for
+    ints, slices, ``...`` and ``None`` (a new axis of size 1)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    used = _builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    nd = len(shape)
+    if _builtins.sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if any(k is Ellipsis for k in key):
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (nd - used) + key[i + 1 :]
+    if used > nd:
+        raise IndexError(f"too many indices for array of {nd} dimension(s)")
+    new_sh, new_st, d = [], [], 0
+    for k in key:
+        if k is None:
+            new_sh.append(1)
+            new_st.append(0)
+            continue
+        n, s = shape[d], strides[d]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            cnt = len(range(start, stop, step))
+            if cnt:
+                offset += start * s * itemsize
+            new_sh.append(cnt)
+            new_st.append(s * step)
+        else:
+            try:
+                i = operator_index(k)
+            except TypeError:
+                raise IndexError(f"only integers, slices, ... and None are valid indices, not {k!r}") from None
+            if i < 0:
+                i += n
+            if not 0 <= i < n:
+                raise IndexError(f"index {k} is out of bounds for axis {d} with size {n}")
+            offset += i * s * itemsize
+        d += 1
+    return new_sh + list(shape[d:]), new_st + list(strides[d:]), offset
