@@ -16,7 +16,10 @@ os.environ.setdefault("NPURT_DEVICE_COUNT", "2")
 
 import npurt  # noqa: E402
 import pytest  # noqa: E402
-from helpers import LONG, release_device  # noqa: E402
+
+# Tests import their helpers from `helpers`; the names are also visible here so that a test
+# written against the old flat layout (`from conftest import ...`) still runs.
+from helpers import LONG, acl_thread, release_device, run_in_thread, run_python, wait_until  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,7 +8,7 @@ import math
 import npurt
 import numpy as np
 import pytest
-from conftest import run_python
+from helpers import run_python
 from npurt import _npurt
 
 ORDER = ["scalar", "avx2", "avx512"]
