@@ -18,8 +18,10 @@ AscendCL semantics (``aclrtMalloc``, ``aclrtMallocHost``, ``aclrtMemcpy[Async]``
   keep the memory until they ran, then it goes back to the caching pool, where any
   stream may reuse it. Using a freed buffer raises :class:`npurt.InvalidHandleError`
   (107017); freeing it twice :class:`npurt.MemoryFreeError` (207002).
-* **Copies** accept DeviceBuffer, HostBuffer and C-contiguous Python buffers (numpy
-  arrays; bytes as a source; bytearray...). ``nbytes`` defaults to the source's size and
+* **Copies** accept DeviceBuffer, HostBuffer, DeviceArray (contiguous; ordered with the
+  array's last writer, and an async copy into it makes the stream its last writer) and
+  C-contiguous Python buffers (numpy arrays; bytes as a source; bytearray...); numpy
+  views of a HostBuffer count as pinned memory. ``nbytes`` defaults to the source's size and
   must fit both sides (ACL's ``destMax``), else :class:`npurt.InvalidValueError` (107000).
   An async copy from pageable memory is staged into pinned memory before the call
   returns; an async copy into pageable memory waits for the stream first (as ACL).

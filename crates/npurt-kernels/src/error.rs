@@ -66,6 +66,13 @@ pub enum KernelArgError {
     /// A reduction without identity (max, min, argmax) over an empty axis.
     #[error("{op}: zero-size reduction has no identity")]
     EmptyReduction { op: &'static str },
+    /// A copy needs the array's bytes as one range, and the array is a strided view.
+    #[error("{op}: the array (shape {shape:?}, strides {strides:?}) is not contiguous; copy it with ascontiguousarray() first")]
+    NotContiguous {
+        op: &'static str,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+    },
     /// A view could not be built (bad strides, alignment, permutation, slice, reshape).
     #[error("view: {0}")]
     BadView(String),

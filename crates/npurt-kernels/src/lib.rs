@@ -32,6 +32,7 @@
 
 pub mod array;
 mod busy;
+pub mod copies;
 mod dtype;
 mod elementwise;
 mod error;

@@ -16,6 +16,7 @@ mod kernels;
 mod memory;
 mod mempool;
 mod memstats;
+mod operand;
 mod stream;
 mod view;
 
@@ -145,6 +146,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(acl::_acl_current_context, m)?)?;
     m.add_function(wrap_pyfunction!(acl::_acl_clear_context, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(operand::_is_pinned, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memcpy_async, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memset, m)?)?;
     m.add_function(wrap_pyfunction!(copy::memset_async, m)?)?;

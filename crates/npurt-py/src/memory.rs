@@ -7,7 +7,7 @@ use crate::copy::{py_read, py_write};
 use crate::device::device_id;
 use crate::errors::{to_py, value_error, IntoPy};
 use crate::host::PyHostBuffer;
-use npurt_core::memory::{self, AnyBuffer, DeviceBuffer, DeviceMemory, PagePolicy};
+use npurt_core::memory::{self, AnyBuffer, BufferView, DeviceBuffer, DeviceMemory, PagePolicy};
 use npurt_core::{current, Error};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -88,14 +88,33 @@ impl PyMemView {
     }
 }
 
+impl PyMemView {
+    /// The allocation viewed and the address of the view's first byte.
+    pub(crate) fn memory(&self) -> (&AnyBuffer, usize) {
+        (&self._buf, self.addr)
+    }
+}
+
 /// A 1-D uint8 numpy array over the first `n` bytes of `buf` (checked usable, `n` ≤ size).
 pub(crate) fn native_array<'py>(py: Python<'py>, buf: &AnyBuffer, n: usize) -> PyResult<Bound<'py, PyAny>> {
     use npurt_core::memory::Buffer;
     buf.check().py_err()?;
+    mem_view_array(py, buf.clone(), buf.addr(), n.min(buf.nbytes()))
+}
+
+/// A 1-D uint8 numpy array over the first `n` bytes of `view` (checked usable, `n` ≤ size).
+pub(crate) fn view_array<'py>(py: Python<'py>, view: &BufferView, n: usize) -> PyResult<Bound<'py, PyAny>> {
+    use npurt_core::memory::Buffer;
+    view.check().py_err()?;
+    mem_view_array(py, view.buffer().clone(), view.addr(), n.min(view.nbytes()))
+}
+
+/// `addr..addr+nbytes` must lie inside `buf` (the callers take it from a buffer or view).
+fn mem_view_array<'py>(py: Python<'py>, buf: AnyBuffer, addr: usize, nbytes: usize) -> PyResult<Bound<'py, PyAny>> {
     let view = PyMemView {
-        _buf: buf.clone(),
-        addr: buf.addr(),
-        nbytes: n.min(buf.nbytes()),
+        _buf: buf,
+        addr,
+        nbytes,
     };
     numpy(py)?.getattr("asarray")?.call1((Bound::new(py, view)?,))
 }

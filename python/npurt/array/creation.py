@@ -46,9 +46,12 @@ def zeros_like(a: DeviceArray, dtype: Any = None, stream: Any = None) -> DeviceA
 
 def to_device(x: Any, stream: Any = None, dtype: Any = None, device: Any = None) -> DeviceArray:
     """Copies host data (a numpy array or anything ``np.asarray`` takes) to a new device
-    array. The bytes are in device memory when the call returns (ACL's rule for pageable
-    memory); float64 becomes float32; ``dtype`` converts (``"bfloat16"`` rounds on the
-    device, on ``stream``)."""
+    array. Without ``stream`` the bytes are in device memory when the call returns (ACL's
+    rule for pageable memory); with ``stream`` and pinned data (a numpy view of a
+    HostBuffer: ``host.numpy(dtype)``), the copy is queued on ``stream``'s copy engine and
+    the call returns before it ran (the array's last writer is ``stream``, so kernels wait
+    for it; leave the host memory alone until then). float64 becomes float32; ``dtype``
+    converts (``"bfloat16"`` rounds on the device, on ``stream``)."""
     from .ops import cast
 
     if isinstance(x, DeviceArray):
@@ -66,9 +69,12 @@ def to_device(x: Any, stream: Any = None, dtype: Any = None, device: Any = None)
     host_dtype = "float32" if want == "bfloat16" else want
     a = np.asarray(a, dtype=host_dtype, order="C")
     out = empty(a.shape, host_dtype, device=device)
-    if a.size:
-        # A fresh block from the pool is idle for every stream: write it now.
-        out._a._host_bytes()[: a.nbytes] = a.reshape(-1).view(np.uint8)
+    if a.nbytes:
+        if stream is not None and _npurt._is_pinned(a):
+            _npurt.memcpy_async(out._a, a, stream)
+        else:
+            # A fresh block from the pool is idle for every stream: write it now.
+            _npurt.memcpy(out._a, a)
     if want == "bfloat16":
         return cast(out, "bfloat16", stream=_stream_for(stream, out.device))
     return out

@@ -177,13 +177,22 @@ class DeviceArray:
         return cast(self, dtype, stream=stream)
 
     def copy_(self, src: Any, stream: Any = None) -> "DeviceArray":
-        """Copies ``src`` (a DeviceArray, broadcast to this shape, or host data) into this
-        array in place; returns self."""
+        """Copies ``src`` into this array in place on ``stream`` (default: the current
+        stream); returns self without waiting. A DeviceArray: a copy kernel (broadcast, cast).
+        Host data: ONE copy on the stream's copy engine after the array's pending writes
+        (kernels launched later wait for it); a HostBuffer or numpy view of one is pinned and
+        read when the stream gets there, other host data is staged in pinned memory before
+        returning (ACL). Host data follows ``np.copyto``'s rules (broadcasting, ``same_kind``
+        casting, else ``InvalidTypeError``); a HostBuffer must hold ``nbytes``. bfloat16 or
+        strided arrays take a temporary array and a copy kernel."""
+        st = _stream_for(stream, self.device)
         if not isinstance(src, DeviceArray):
-            src = to_device(np.asarray(src), device=self.device, dtype=self._a.dtype)
+            if self._a.dtype != "bfloat16" and self.is_contiguous:
+                return _hostcopy.copy_from_host(self, src, st)
+            src = to_device(np.asarray(src), device=self.device, dtype=self._a.dtype, stream=st)
         if src._a.dtype != self._a.dtype:
-            src = cast(src, self._a.dtype, stream=stream)
-        _npurt._copy(src._a, self._a, _stream_for(stream, self.device))
+            src = cast(src, self._a.dtype, stream=st)
+        _npurt._copy(src._a, self._a, st)
         return self
 
     def fill(self, value: Any, stream: Any = None) -> None:
@@ -194,13 +203,22 @@ class DeviceArray:
         """Waits for the writes queued on this array's buffer (its last-writer stream)."""
         self._a.synchronize()
 
-    def to_host(self, stream: Any = None) -> np.ndarray:
-        """A new numpy array with the contents, once the writes queued on the array (and the
-        work queued on ``stream``, if given) are done. bfloat16 comes back as float32."""
+    def to_host(self, stream: Any = None, out: Any = None) -> Any:
+        """The contents on the host, once the writes queued on the array (and the work
+        queued on ``stream``, if given) are done. bfloat16 comes back as float32.
+
+        Without ``out``: a new numpy array. ``out`` copies into a given numpy array (same
+        shape and dtype, C-contiguous, writable: ``InvalidValueError`` /
+        ``InvalidTypeError`` otherwise) or HostBuffer (at least ``nbytes``) and returns it.
+        With ``stream`` and a pinned ``out`` (a HostBuffer or a numpy view of one) the copy
+        is queued on the stream after the array's pending writes and the call returns at
+        once (synchronize it before reading ``out``); a pageable ``out`` is written first."""
         src = self
         if not self.is_contiguous:
             src = self.copy(stream=stream)
-        elif stream is not None:
+        if out is not None:
+            return _hostcopy.to_host_out(src, out, stream)
+        if stream is not None:
             stream.synchronize()
         src._a.synchronize()
         name = src._a.dtype
@@ -335,6 +353,7 @@ def _binop(op: str, a: Any, b: Any) -> Any:
 
 # The functions live in their own modules (which import DeviceArray from here); the methods
 # above use these at call time. The package's __init__ re-exports every public name.
+from . import hostcopy as _hostcopy  # noqa: E402
 from .creation import empty, to_device  # noqa: E402
 from .linalg import matmul  # noqa: E402
 from .ops import _binary, abs, add, cast, divide, multiply, negative, subtract  # noqa: E402
