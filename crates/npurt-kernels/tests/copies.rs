@@ -4,7 +4,7 @@
 use npurt_core::memory::{self, AnyBuffer, BufferView, Staging};
 use npurt_core::{current, Stream};
 use npurt_kernels::copies::{self, Side};
-use npurt_kernels::{device, fill, Busy, DType, DeviceArray, KernelArgError};
+use npurt_kernels::{array, fill, Busy, DType, DeviceArray, KernelArgError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ fn read_f32(b: &AnyBuffer, n: usize) -> Vec<f32> {
 /// when the caller queues the next step.
 fn slow_fill(s: &Stream, a: &DeviceArray, v: f64) {
     s.launch(Arc::new(Busy::new(Duration::from_millis(30))), 1).unwrap();
-    let r = device::launch(s, &[], a, |c| fill(a.tensor(), v, c)).unwrap();
+    let r = array::launch(s, &[], a, |c| fill(a.tensor(), v, c)).unwrap();
     assert!(r.is_none());
 }
 
@@ -64,7 +64,7 @@ fn h2d_marks_the_array_written_so_kernels_on_other_streams_wait() {
     assert_eq!(a.last_writer().as_ref(), Some(&a_s));
     // A kernel on b_s reading a (copy a -> b) must see the copied data.
     let b = f32_array(n);
-    device::launch(&b_s, &[&a], &b, |c| npurt_kernels::copy(a.tensor(), b.tensor(), c)).unwrap();
+    array::launch(&b_s, &[&a], &b, |c| npurt_kernels::copy(a.tensor(), b.tensor(), c)).unwrap();
     let out = host_f32(n, 0.0);
     copies::memcpy(Side::Buf(&out), Side::Array(&b), None).unwrap(); // waits for b's writer
     assert!(read_f32(&out, n).iter().all(|&x| x == 3.0));

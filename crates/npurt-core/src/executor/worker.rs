@@ -108,7 +108,9 @@ impl Worker {
                 }
             }
             // Sleep: announce, re-check, park.
-            self.dev.notifier.prepare_sleep(idx, std::mem::take(&mut self.searching));
+            self.dev
+                .notifier
+                .prepare_sleep(idx, std::mem::take(&mut self.searching));
             if self.dev.has_work() || self.dev.shutdown.load(Acquire) {
                 if !self.dev.notifier.cancel_sleep(idx) {
                     self.dev.notifier.take_token(idx);

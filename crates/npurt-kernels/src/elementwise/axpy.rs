@@ -55,7 +55,11 @@ impl AxpyKernel {
 
     #[inline(always)]
     fn run<T: Elem>(&self, s: usize, e: usize) {
-        let (po, px, py) = (self.out.ptr::<T>(), self.x.ptr::<T>() as *const T, self.y.ptr::<T>() as *const T);
+        let (po, px, py) = (
+            self.out.ptr::<T>(),
+            self.x.ptr::<T>() as *const T,
+            self.y.ptr::<T>() as *const T,
+        );
         if T::DTYPE.is_float() {
             let a = self.alpha.to_elem::<f32>();
             let f = move |x: T, y: T| T::from_f32(a * x.to_f32() + y.to_f32());

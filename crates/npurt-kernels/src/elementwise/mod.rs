@@ -311,7 +311,15 @@ unsafe fn map1<A: Elem, O: Elem>(
 /// addresses from each pointer is valid (the output for writes), and the output is exactly
 /// an input or disjoint from it.
 #[inline(always)]
-unsafe fn map2<T: Elem>(it: &Strided<3>, po: *mut T, pa: *const T, pb: *const T, s: usize, e: usize, f: impl Fn(T, T) -> T) {
+unsafe fn map2<T: Elem>(
+    it: &Strided<3>,
+    po: *mut T,
+    pa: *const T,
+    pb: *const T,
+    s: usize,
+    e: usize,
+    f: impl Fn(T, T) -> T,
+) {
     let [so, sa, sb] = it.inner_strides();
     it.for_each_run(s, e, |off, n| {
         // SAFETY: as in map1, for both inputs.
