@@ -26,6 +26,7 @@ from typing import Any, Dict, List
 import npurt
 
 from . import baselines as bl
+from . import copies as cp
 from . import memory as mem
 from . import report as rep
 from . import throughput as tp
@@ -36,7 +37,6 @@ from .workloads import (
     check_correctness,
     event_hop_us,
     launch_rate,
-    overlap,
     pocl_launch_rate,
     pocl_round_trip_us,
     round_trip_us,
@@ -224,10 +224,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
         steps += runtime_steps(quick, reps, baselines, skipped)
     steps += throughput_steps(quick, stream_counts, reps, workloads, batches, baselines, results, skipped)
     if "overlap" in workloads:
-        chunks, chunk_bytes, kernel_s = (16 if quick else 64), 8 << 20, 0.002
-        results["overlap_seconds_by_streams"] = {"chunks": chunks, "chunk_bytes": chunk_bytes, "kernel_s": kernel_s}
-        steps += [Step(("overlap_seconds_by_streams", str(s)), f"overlap S={s}",
-                       lambda s=s: overlap(s, chunks, chunk_bytes, kernel_s), reps) for s in (1, 2, 4)]
+        steps += cp.overlap_steps(results, reps)
     if "memory" in workloads:
         steps.append(Step(("memory",), "memory workloads", raw=lambda: mem.run(quick)))
     bar = Progress(sum(st.units for st in steps), progress)
@@ -262,13 +259,7 @@ def report(res: Dict[str, Any]) -> str:
             ]
     if "throughput" in r:
         lines += rep.tables(r["throughput"], res["machine"]["config"]["worker_threads"])
-    if "overlap_seconds_by_streams" in r:
-        ov = r["overlap_seconds_by_streams"]
-        one = ov["1"]["median"]
-        lines += ["", f"overlap: {ov['chunks']} chunks x (H2D {ov['chunk_bytes'] >> 20} MiB -> busy "
-                  f"{ov['kernel_s'] * 1e3:.0f} ms -> D2H), speed-up over 1 stream:"]
-        for k in ("2", "4"):
-            lines.append(f"  {k} streams: {one / ov[k]['median']:5.2f}x  ({ov[k]['median'] * 1e3:.1f} ms vs {one * 1e3:.1f} ms)")
+    lines += cp.overlap_report(r)
     if "memory" in r:
         lines += mem.report(r["memory"])
     for skip in res.get("skipped", []):

@@ -11,6 +11,8 @@ from typing import Dict, List, Tuple
 
 import npurt
 
+from .copies import array_copy_gbps
+
 MiB = 1 << 20
 
 
@@ -201,10 +203,19 @@ def run(quick: bool) -> Dict[str, object]:
         "baseline_raw_mmap_alloc_free_1mib_ns": raw_mmap_pair_ns(n // 10),
     }
     res.update(copy_gbps(64 * MiB, 5 if quick else 11))
+    res.update(array_copy_gbps(64 * MiB, 5 if quick else 11))
     res["first_touch_ms"] = {"bytes": touch, **first_touch(touch, 2 if quick else 3)}
     ops = _trace(steps)
     res["fragmentation"] = {"steps": steps, "baseline_first_fit": first_fit_ratio(ops), **npurt_replay(ops)}
     return res
+
+
+def _array_copy_lines(m: Dict[str, object]) -> List[str]:
+    if "array_h2d_pinned_gbps" not in m:
+        return []
+    base = m["array_numpy_copyto_gbps"]
+    return [f"{'array ' + d + ' 64 MiB pinned vs np.copyto (GB/s)':44} {m[k]:12.2f} {base:12.2f} {m[k] / base:7.2f}x"
+            for d, k in (("H2D", "array_h2d_pinned_gbps"), ("D2H", "array_d2h_pinned_gbps"))]
 
 
 def report(m: Dict[str, object]) -> List[str]:
@@ -220,6 +231,7 @@ def report(m: Dict[str, object]) -> List[str]:
         f"{m['h2d_pinned_gbps'] / m['numpy_copyto_gbps']:7.2f}x",
         f"{'D2H 64 MiB pinned vs np.copyto (GB/s)':44} {m['d2h_pinned_gbps']:12.2f} {m['numpy_copyto_gbps']:12.2f} "
         f"{m['d2h_pinned_gbps'] / m['numpy_copyto_gbps']:7.2f}x",
+        *_array_copy_lines(m),
         f"{'first touch ' + str(ft['bytes'] >> 20) + ' MiB: huge_first vs normal (ms)':44} {ft['huge_first']:12.1f} "
         f"{ft['normal_only']:12.1f} {ft['normal_only'] / ft['huge_first']:7.2f}x",
         f"{'  (first round, VM backing memory too)':44} {ft['cold_huge_first']:12.1f} "

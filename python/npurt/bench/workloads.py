@@ -1,12 +1,13 @@
-"""Workloads of ``python -m npurt.bench``: launch, synchronisation, events, copy/compute
-overlap, and their baselines (a pure-Python thread-per-stream runtime, PoCL). Each returns
-one sample. Throughput versus stream count lives in ``throughput``."""
+"""Workloads of ``python -m npurt.bench``: launch, synchronisation, events, and their
+baselines (a pure-Python thread-per-stream runtime, PoCL). Each returns one sample.
+Throughput versus stream count lives in ``throughput``, copies and the copy/compute overlap
+pipeline in ``copies``."""
 
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, List
+from typing import List
 
 import npurt
 
@@ -105,38 +106,6 @@ def event_hop_us(n: int) -> float:
     a.destroy()
     b.destroy()
     return statistics.median(lat) * 1e6
-
-
-def overlap(streams: int, chunks: int, chunk_bytes: int, kernel_s: float) -> float:
-    """H2D copy -> compute (a busy kernel) -> D2H copy over `chunks` chunks, round-robin on
-    `streams` streams; events order each chunk's steps. Returns seconds for the pipeline."""
-    ss: List[npurt.Stream] = []
-    bufs: List[Any] = []
-    try:
-        ss += [npurt.Stream() for _ in range(streams)]
-        host_in = [npurt.malloc_host(chunk_bytes) for _ in range(streams)]
-        bufs += host_in
-        host_out = [npurt.malloc_host(chunk_bytes) for _ in range(streams)]
-        bufs += host_out
-        dev = [npurt.malloc(chunk_bytes) for _ in range(streams)]
-        bufs += dev
-        for h in host_in:
-            npurt.memset(h, 3)
-        t = time.perf_counter()
-        for c in range(chunks):
-            i = c % streams
-            s = ss[i]
-            npurt.memcpy_async(dev[i], host_in[i], s)
-            npurt.kernels.busy(kernel_s, stream=s)
-            npurt.memcpy_async(host_out[i], dev[i], s)
-        for s in ss:
-            s.synchronize()
-        return time.perf_counter() - t
-    finally:  # also on an error: free the buffers (stream-ordered), then the streams
-        for b in bufs:
-            b.free()
-        for s in ss:
-            s.destroy()
 
 
 def check_correctness() -> None:
