@@ -22,6 +22,13 @@ mod view;
 
 use errors::IntoPy;
 use npurt_core::{registry, Config};
+
+/// mimalloc for the extension's own allocations: a launch allocates its kernel object on
+/// the submitting thread and a worker frees it, and glibc's arena lock made that pair the
+/// bottleneck of small launches (futex waits on both threads). mimalloc frees cross-thread
+/// blocks into the owner's lock-free list.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
