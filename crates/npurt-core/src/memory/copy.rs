@@ -15,13 +15,11 @@
 
 use super::buffer::sealed::Region;
 use super::buffer::Buffer;
+use super::bulk::{bulk_copy, SPLIT_COPY};
 use super::host::Staging;
 use crate::error::{BufferError, Result};
 use crate::stream::task::{Engine, EngineOp};
 use crate::stream::{Pending, Stream};
-
-/// Copies of at least this many bytes are split over two threads.
-const SPLIT_COPY: usize = 8 << 20;
 
 /// Copies `n` bytes from `src` to `dst` (memmove semantics when they overlap).
 ///
@@ -39,8 +37,8 @@ unsafe fn raw_copy(dst: usize, src: usize, n: usize) {
     }
 }
 
-/// [`raw_copy`], with big disjoint copies split in two halves run on two threads
-/// (one core's memcpy does not saturate memory bandwidth).
+/// [`raw_copy`], with big disjoint copies shared with helper threads in chunks (one core's
+/// memcpy does not saturate memory bandwidth; see [`bulk`](super::bulk)).
 ///
 /// # Safety
 /// As for [`raw_copy`].
@@ -49,20 +47,8 @@ unsafe fn copy_bytes(dst: usize, src: usize, n: usize) {
         // SAFETY: forwarded contract.
         return unsafe { raw_copy(dst, src, n) };
     }
-    let half = (n / 2) & !4095;
-    std::thread::scope(|s| {
-        // SAFETY: forwarded contract; the halves are disjoint sub-ranges, and the scope
-        // joins the helper before the caller's ranges can go away.
-        let helper =
-            std::thread::Builder::new().spawn_scoped(s, || unsafe { raw_copy(dst + half, src + half, n - half) });
-        // SAFETY: as above.
-        unsafe { raw_copy(dst, src, half) };
-        if helper.is_err() {
-            // No thread to be had: copy the second half here.
-            // SAFETY: as above.
-            unsafe { raw_copy(dst + half, src + half, n - half) };
-        }
-    });
+    // SAFETY: forwarded contract; the ranges are disjoint (checked above).
+    unsafe { bulk_copy(dst, src, n) }
 }
 
 /// Checks a copy's byte count against both sides (`None` means the whole source) and

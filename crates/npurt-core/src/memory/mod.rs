@@ -28,6 +28,7 @@
 
 mod any;
 mod buffer;
+mod bulk;
 mod copy;
 mod device_mem;
 mod host;
