@@ -8,8 +8,9 @@ import mmap
 import npurt
 import numpy as np
 import pytest
+from npurt.bench import copies
 from npurt.bench import memory as membench
-from npurt.bench import throughput, workloads
+from npurt.bench import throughput
 
 MiB = 1 << 20
 
@@ -66,7 +67,7 @@ def test_tensor_throughput_by_streams(benchmark, workload, streams):
 @pytest.mark.benchmark(group="overlap")
 @pytest.mark.parametrize("streams", [1, 2, 4])
 def test_overlap(benchmark, streams):
-    benchmark.pedantic(workloads.overlap, args=(streams, 8, 8 * MiB, 0.002), rounds=3, iterations=1)
+    benchmark.pedantic(copies.overlap, args=(streams,), rounds=3, iterations=1)
 
 
 @pytest.mark.benchmark(group="memory-alloc")
