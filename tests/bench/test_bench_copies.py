@@ -26,6 +26,8 @@ def test_overlap_runs_on_arrays_and_reports_both_block_plans(tmp_path, capsys):
     assert all(ov[k]["median"] > 0 for k in ("1", "2", "4"))
     out = capsys.readouterr().out
     assert "overlap on arrays, one block per matmul" in out and "default block plan" in out
+    base = r["baseline_python_threads_overlap_seconds_by_streams"]
+    assert base["1"]["median"] > 0 and base["2"]["median"] > 0 and "one Python thread per stream" in out
     assert npurt.memory_allocated() == 0  # arrays and pinned buffers all freed
 
 

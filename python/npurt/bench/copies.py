@@ -107,6 +107,46 @@ def overlap(streams: int, chunks: int = CHUNKS, rows: int = ROWS, k: int = K, bl
             s.destroy()
 
 
+def baseline_overlap(threads: int, chunks: int = CHUNKS, rows: int = ROWS, k: int = K) -> float:
+    """The same pipeline as :func:`overlap` run by ``threads`` Python threads with numpy
+    (chunk c on thread c % ``threads``: ``np.copyto`` in, ``np.matmul(out=)``, ``np.copyto``
+    out), BLAS limited to one thread each when threadpoolctl is installed: the same-run
+    peer telling what a second stream can gain on this machine at this moment."""
+    import threading
+
+    w = (np.random.default_rng(0).standard_normal((k, k)) / k).astype(np.float32)
+    ins = [np.full((rows, k), c % 3, np.float32) for c in range(chunks)]
+    outs = [np.empty((rows, k), np.float32) for _ in range(chunks)]
+
+    def body(i: int) -> None:
+        x, y = np.empty((rows, k), np.float32), np.empty((rows, k), np.float32)
+        for c in range(i, chunks, threads):
+            np.copyto(x, ins[c])
+            np.matmul(x, w, out=y)
+            np.copyto(outs[c], y)
+
+    try:
+        from threadpoolctl import threadpool_limits
+
+        limit: Any = threadpool_limits(limits=1, user_api="blas")
+    except ImportError:
+        limit = None
+    try:
+        ts = [threading.Thread(target=body, args=(i,)) for i in range(threads)]
+        t = time.perf_counter()
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+        dt = time.perf_counter() - t
+    finally:
+        if limit is not None:
+            limit.unregister()
+    if not np.allclose(outs[-1][-1], ((chunks - 1) % 3) * w.sum(axis=0), rtol=1e-3, atol=1e-3):
+        raise RuntimeError("the python-threads overlap baseline gave a wrong result")
+    return dt
+
+
 def overlap_steps(results: Dict[str, Any], reps: int) -> List[Step]:
     """The bench steps: S = 1, 2, 4 with one block per matmul, and S = 1, 2 on the default
     block plan."""
@@ -117,13 +157,17 @@ def overlap_steps(results: Dict[str, Any], reps: int) -> List[Step]:
              for s in (1, 2, 4)]
     steps += [Step(("overlap_default_blocks_seconds_by_streams", str(s)), f"overlap default blocks S={s}",
                    lambda s=s: overlap(s, blocks=None), reps) for s in (1, 2)]
+    results["baseline_python_threads_overlap_seconds_by_streams"] = dict(meta)
+    steps += [Step(("baseline_python_threads_overlap_seconds_by_streams", str(s)), f"overlap py-threads S={s}",
+                   lambda s=s: baseline_overlap(s), reps) for s in (1, 2)]
     return steps
 
 
 def overlap_report(r: Dict[str, Any]) -> List[str]:
     lines: List[str] = []
     for key, what in (("overlap_seconds_by_streams", "one block per matmul"),
-                      ("overlap_default_blocks_seconds_by_streams", "default block plan")):
+                      ("overlap_default_blocks_seconds_by_streams", "default block plan"),
+                      ("baseline_python_threads_overlap_seconds_by_streams", "baseline: numpy, one Python thread per stream")):
         ov = r.get(key)
         if not ov or "1" not in ov:
             continue
