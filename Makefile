@@ -5,13 +5,13 @@ PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
 
-.PHONY: install install-test run test test-rust test-py bench loom fmt lint
+.PHONY: install install-test run test test-rust test-py bench loom fmt lint wheel-check
 
 install:
 	$(PIP) install -q -e .
 
 install-test:
-	$(PIP) install -q -e '.[test,bench]'
+	$(PIP) install -q -e '.[test,bench,lint]'
 
 run:
 	$(PIP) install -q -e '.[bench]'
@@ -36,5 +36,17 @@ loom:
 fmt:
 	cargo fmt --all
 
+# clippy (warnings are errors), ruff, and stubtest: the .pyi checked against the built module.
 lint:
-	cargo clippy --workspace --all-targets
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(PYTHON) -m ruff check python tests benches .ci
+	$(PYTHON) -m mypy.stubtest npurt._npurt --allowlist .ci/stubtest-allowlist --ignore-disjoint-bases
+
+# The wheel in a bare venv (only the wheel and the dependencies it declares) imports npurt
+# and runs the README's quickstart. Reuses the release build of `pip install -e` (target/).
+wheel-check:
+	rm -rf target/wheels
+	$(PIP) wheel -q --no-deps -w target/wheels .
+	$(PYTHON) -m venv --clear target/wheel-venv
+	target/wheel-venv/bin/python -m pip install -q --disable-pip-version-check target/wheels/npurt-*.whl
+	cd target && wheel-venv/bin/python ../.ci/quickstart.py

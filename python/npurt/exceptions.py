@@ -4,10 +4,17 @@ Every error npurt raises is an :class:`npurt.Error` carrying the AscendCL error 
 (``.code``, e.g. 107000) and its name (``.name``, e.g. ``"ACL_ERROR_RT_PARAM_INVALID"``).
 Each subclass also derives from the Python builtin it corresponds to, so ``except
 ValueError`` or ``except TimeoutError`` work as expected. The Rust side picks the class in
-one place (``crates/npurt-py/src/errors.rs``).
+one place (``crates/npurt-py/src/errors.rs``); the codes come from the Rust table
+(``npurt_core::AclCode::ALL``): a class built without a code gets its default one.
 """
 
 from __future__ import annotations
+
+from typing import Optional
+
+from . import _npurt
+
+_CODES = _npurt._acl_error_codes()
 
 __all__ = [
     "Error",
@@ -32,12 +39,15 @@ class Error(Exception):
 
     code: int
     name: str
+    _default = "ACL_ERROR_RT_INTERNAL_ERROR"
 
-    def __init__(self, message: str = "", code: int = 507000, name: str = "ACL_ERROR_RT_INTERNAL_ERROR"):
+    def __init__(self, message: str = "", code: Optional[int] = None, name: Optional[str] = None):
         super().__init__(message)
+        if code is None:
+            code, name = _CODES[self._default], self._default
         self.message = message
         self.code = code
-        self.name = name
+        self.name = name or ""
 
     def __str__(self) -> str:
         return f"{self.message} [{self.code} {self.name}]"
@@ -49,50 +59,76 @@ class Error(Exception):
 class InvalidValueError(Error, ValueError):
     """An argument has a bad value (107000)."""
 
+    _default = "ACL_ERROR_RT_PARAM_INVALID"
+
 
 class InvalidTypeError(Error, TypeError):
     """An argument has the wrong type (107000)."""
+
+    _default = "ACL_ERROR_RT_PARAM_INVALID"
 
 
 class InvalidDeviceError(InvalidValueError):
     """A device id out of range (107001)."""
 
+    _default = "ACL_ERROR_RT_INVALID_DEVICEID"
+
 
 class InvalidHandleError(Error, ValueError):
     """A stream, event, context or buffer that was destroyed or whose device was reset (107017)."""
+
+    _default = "ACL_ERROR_RT_INVALID_HANDLE"
 
 
 class NoContextError(Error, RuntimeError):
     """No device or context is set on this thread (107002)."""
 
+    _default = "ACL_ERROR_RT_CONTEXT_NULL"
+
 
 class WrongContextError(Error, RuntimeError):
     """An object used outside its context or device (107003)."""
+
+    _default = "ACL_ERROR_RT_STREAM_CONTEXT"
 
 
 class WaitTimeoutError(Error, TimeoutError):
     """A wait timed out (107019, 507046 stream sync, 507047 event sync)."""
 
+    _default = "ACL_ERROR_RT_WAIT_TIMEOUT"
+
 
 class OutOfMemoryError(Error, MemoryError):
     """Device memory could not be allocated (207001)."""
+
+    _default = "ACL_ERROR_RT_MEMORY_ALLOCATION"
 
 
 class MemoryFreeError(Error, ValueError):
     """A bad free: double free, unknown or interior pointer (207002)."""
 
+    _default = "ACL_ERROR_RT_MEMORY_FREE"
+
 
 class TaskFailedError(Error, RuntimeError):
     """A kernel, copy or host callback failed on a stream; sticky on that stream (507015 ...)."""
+
+    _default = "ACL_ERROR_RT_AICORE_EXCEPTION"
 
 
 class StreamAbortedError(Error, RuntimeError):
     """The stream was force-destroyed and its queued work dropped (107023)."""
 
+    _default = "ACL_ERROR_RT_STREAM_ABORT"
+
 
 class NotSupportedError(Error, NotImplementedError):
     """The feature is not supported (207000)."""
 
+    _default = "ACL_ERROR_RT_FEATURE_NOT_SUPPORT"
+
 
 class InternalError(Error, RuntimeError):
     """An internal runtime error (507000)."""
+
+    _default = "ACL_ERROR_RT_INTERNAL_ERROR"

@@ -41,9 +41,9 @@ fn main() -> Result<(), npurt_core::Error> {
         drop(black_box(b));
     });
     let pool = CachingPool::new(PoolConfig::new(4 << 30)).unwrap();
-    let _n = pool.alloc_acl(MIB, 0).unwrap();
+    let _n = pool.alloc(npurt_mem::acl_malloc_size(MIB).unwrap(), 0).unwrap();
     let raw = ns_per(200_000, || {
-        let a = pool.alloc_acl(black_box(MIB), 0).unwrap();
+        let a = pool.alloc(npurt_mem::acl_malloc_size(black_box(MIB)).unwrap(), 0).unwrap();
         pool.free(black_box(a), Vec::new()).unwrap();
     });
     let _m = pool.alloc(MIB, 0).unwrap();

@@ -117,8 +117,7 @@ impl Config {
                 .ok_or_else(|| DeviceError::Config(format!("NPURT_DEVICE_MEMORY={v:?} is not a size")))?;
         }
         if let Some(n) = env_num::<u32>("NPURT_AICORE_NUM")? {
-            c.aicore_num = n;
-            c.worker_threads = n.min(host_cores());
+            c.set_aicore_num(n);
         }
         if let Some(n) = env_num::<u32>("NPURT_WORKER_THREADS")? {
             c.worker_threads = n;
@@ -131,6 +130,13 @@ impl Config {
         }
         c.validate()?;
         Ok(c)
+    }
+
+    /// Sets the AI-core count and, with it, the default worker count
+    /// (`min(aicore_num, host cores)`); set `worker_threads` afterwards to override it.
+    pub fn set_aicore_num(&mut self, n: u32) {
+        self.aicore_num = n;
+        self.worker_threads = n.min(host_cores());
     }
 
     /// Checks ranges; every bad value gives a clear message.

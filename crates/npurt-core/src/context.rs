@@ -9,7 +9,7 @@ use crate::stream::{Stream, StreamInner, LOWEST_PRIORITY};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
 static LIVE_CONTEXTS: AtomicUsize = AtomicUsize::new(0);
@@ -30,6 +30,40 @@ pub struct ContextInner {
     explicit: bool,
     /// Memory limit of the context, created when one is first set.
     pub(crate) quota: OnceLock<Arc<CtxQuota>>,
+    /// The device's list of explicit contexts (empty Weak for a default context): `destroy`
+    /// takes the context off it without reaching up into the registry.
+    owner: Weak<ContextList>,
+}
+
+/// A device's explicit contexts (the device owns the list; each context holds a Weak to it).
+#[derive(Default)]
+pub(crate) struct ContextList(Mutex<Vec<Arc<ContextInner>>>);
+
+impl ContextList {
+    /// A new explicit context on the list's device.
+    pub(crate) fn create(
+        self: &Arc<Self>,
+        dev: Arc<DeviceShared>,
+        mem: Arc<crate::memory::DeviceMemory>,
+    ) -> Arc<ContextInner> {
+        let ctx = ContextInner::new(dev, mem, Arc::downgrade(self));
+        self.0.lock().push(ctx.clone());
+        ctx
+    }
+
+    fn forget(&self, ctx: &Arc<ContextInner>) {
+        self.0.lock().retain(|c| !Arc::ptr_eq(c, ctx));
+    }
+
+    /// The contexts on the list now.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<ContextInner>> {
+        self.0.lock().clone()
+    }
+
+    /// Empties the list (device teardown), returning what was on it.
+    pub(crate) fn take(&self) -> Vec<Arc<ContextInner>> {
+        std::mem::take(&mut *self.0.lock())
+    }
 }
 
 impl Drop for ContextInner {
@@ -44,7 +78,10 @@ pub fn live_contexts() -> usize {
 }
 
 impl ContextInner {
-    pub(crate) fn new(dev: Arc<DeviceShared>, mem: Arc<crate::memory::DeviceMemory>, explicit: bool) -> Arc<Self> {
+    /// A context on `dev`; `owner` is the device's list for an explicit context, an empty
+    /// Weak for the default one.
+    pub(crate) fn new(dev: Arc<DeviceShared>, mem: Arc<crate::memory::DeviceMemory>, owner: Weak<ContextList>) -> Arc<Self> {
+        let explicit = owner.strong_count() > 0;
         LIVE_CONTEXTS.fetch_add(1, Relaxed);
         let id = NEXT_CTX_ID.fetch_add(1, Relaxed);
         Arc::new_cyclic(|weak| ContextInner {
@@ -58,6 +95,7 @@ impl ContextInner {
             alive: AtomicBool::new(true),
             explicit,
             quota: OnceLock::new(),
+            owner,
         })
     }
 
@@ -224,7 +262,7 @@ impl Context {
 
     /// Waits for every stream of the context; raises the first sticky error.
     pub fn synchronize(&self, timeout: Option<std::time::Duration>) -> Result<()> {
-        crate::executor::forbid_runtime_thread("synchronize")?;
+        crate::thread_role::forbid_runtime_thread("synchronize")?;
         self.0.check()?;
         let deadline = timeout.map(|t| std::time::Instant::now() + t);
         if !self.0.wait_all(deadline) {
@@ -244,11 +282,13 @@ impl Context {
                 "a device's default context is released by resetting the device",
             ));
         }
-        crate::executor::forbid_runtime_thread("destroy a context")?;
+        crate::thread_role::forbid_runtime_thread("destroy a context")?;
         self.0.check()?;
         self.0.wait_all(None);
         self.0.retire();
-        crate::registry::forget_context(&self.0);
+        if let Some(list) = self.0.owner.upgrade() {
+            list.forget(&self.0);
+        }
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! One active virtual device: its executor, contexts and properties, and its teardown.
 
 use crate::config::Config;
-use crate::context::{Context, ContextInner};
+use crate::context::{Context, ContextInner, ContextList};
 use crate::error::Result;
 use crate::event::Event;
 use crate::executor::{DeviceShared, Executor};
@@ -78,7 +78,7 @@ pub struct Device {
     pub(crate) shared: Arc<DeviceShared>,
     exec: Mutex<Option<Executor>>,
     default_ctx: Arc<ContextInner>,
-    contexts: Mutex<Vec<Arc<ContextInner>>>,
+    contexts: Arc<ContextList>,
     memory: Arc<DeviceMemory>,
 }
 
@@ -93,13 +93,13 @@ impl Device {
                 return Err(e);
             }
         };
-        let default_ctx = ContextInner::new(shared.clone(), memory.clone(), false);
+        let default_ctx = ContextInner::new(shared.clone(), memory.clone(), std::sync::Weak::new());
         Ok(Arc::new(Device {
             props,
             shared,
             exec: Mutex::new(Some(exec)),
             default_ctx,
-            contexts: Mutex::new(Vec::new()),
+            contexts: Arc::default(),
             memory,
         }))
     }
@@ -119,13 +119,7 @@ impl Device {
 
     /// Creates an explicit context with its own default stream.
     pub fn create_context(&self) -> Result<Context> {
-        let ctx = ContextInner::new(self.shared.clone(), self.memory.clone(), true);
-        self.contexts.lock().push(ctx.clone());
-        Ok(Context(ctx))
-    }
-
-    pub(crate) fn forget_context(&self, ctx: &Arc<ContextInner>) {
-        self.contexts.lock().retain(|c| !Arc::ptr_eq(c, ctx));
+        Ok(Context(self.contexts.create(self.shared.clone(), self.memory.clone())))
     }
 
     /// Creates an event on this device.
@@ -136,7 +130,7 @@ impl Device {
     /// Waits for all work on all contexts of the device; raises the first sticky error.
     pub fn synchronize(&self, timeout: Option<std::time::Duration>) -> Result<()> {
         let all: Vec<Context> = std::iter::once(self.default_context())
-            .chain(self.contexts.lock().iter().cloned().map(Context))
+            .chain(self.contexts.snapshot().into_iter().map(Context))
             .collect();
         for c in all {
             c.synchronize(timeout)?;
@@ -152,7 +146,7 @@ impl Device {
     /// Finishes pending work, releases every stream, event and context, stops the threads,
     /// and reports what was still alive.
     pub(crate) fn teardown(&self, force: bool) -> LeakReport {
-        let explicit: Vec<Arc<ContextInner>> = std::mem::take(&mut *self.contexts.lock());
+        let explicit: Vec<Arc<ContextInner>> = self.contexts.take();
         let all: Vec<&Arc<ContextInner>> = std::iter::once(&self.default_ctx).chain(explicit.iter()).collect();
         if !force {
             for c in &all {

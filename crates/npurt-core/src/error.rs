@@ -15,6 +15,9 @@ macro_rules! acl_codes {
     ($($id:ident = $code:literal),* $(,)?) => {
         impl AclCode {
             $(pub const $id: AclCode = AclCode { code: $code, name: concat!("ACL_ERROR_RT_", stringify!($id)) };)*
+            /// Every runtime code (`rt_error_codes.h`) npurt knows: the one table the fronts
+            /// (`npurt.exceptions`, `npurt.acl.constants`) read.
+            pub const ALL: &'static [AclCode] = &[$(AclCode::$id),*];
         }
     };
 }
@@ -25,15 +28,28 @@ acl_codes! {
     CONTEXT_NULL = 107002,
     STREAM_CONTEXT = 107003,
     EVENT_TIMESTAMP_INVALID = 107006,
+    EVENT_TIMESTAMP_REVERSAL = 107007,
+    STREAM_SUBSCRIBE = 107011,
+    THREAD_SUBSCRIBE = 107012,
+    STREAM_NO_CB_REG = 107015,
+    INVALID_MEMORY_TYPE = 107016,
     INVALID_HANDLE = 107017,
+    INVALID_MALLOC_TYPE = 107018,
     WAIT_TIMEOUT = 107019,
+    TASK_TIMEOUT = 107020,
     STREAM_ABORT = 107023,
     FEATURE_NOT_SUPPORT = 207000,
     MEMORY_ALLOCATION = 207001,
     MEMORY_FREE = 207002,
+    NO_EVENT_RESOURCE = 207007,
+    NO_STREAM_RESOURCE = 207008,
     REPEATED_INIT = 207015,
+    DEVICE_OOM = 207018,
     INTERNAL_ERROR = 507000,
+    STREAM_TASK_FULL = 507002,
     EVENT_NOT_COMPLETE = 507006,
+    REPORT_TIMEOUT = 507012,
+    AICORE_TIMEOUT = 507014,
     AICORE_EXCEPTION = 507015,
     STREAM_SYNC_TIMEOUT = 507046,
     EVENT_SYNC_TIMEOUT = 507047,

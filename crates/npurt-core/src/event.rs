@@ -116,7 +116,7 @@ impl Event {
 
     /// Waits for the recorded work, up to `timeout`.
     pub fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
-        crate::executor::forbid_runtime_thread("synchronize an event")?;
+        crate::thread_role::forbid_runtime_thread("synchronize an event")?;
         let Some((stream, target)) = self.point()? else {
             return Ok(());
         };

@@ -43,6 +43,7 @@ pub mod profiler;
 pub mod registry;
 pub mod stream;
 mod sync;
+pub mod thread_role;
 
 pub use config::Config;
 pub use context::Context;

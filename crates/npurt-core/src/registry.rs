@@ -6,7 +6,6 @@
 //! released by `reset_device` or at process exit ([`shutdown`]).
 
 use crate::config::Config;
-use crate::context::ContextInner;
 use crate::device::{Device, DeviceProps, LeakReport};
 use crate::error::{DeviceError, Result};
 use parking_lot::Mutex;
@@ -184,7 +183,7 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
         st.dev.take()
     };
     let Some(d) = dev else { return Ok(None) };
-    if crate::executor::is_runtime_thread() {
+    if crate::thread_role::is_runtime_thread() {
         // A teardown joins the runtime threads, possibly this one: hand it to a helper
         // thread (the last reset came from a host callback or a kernel).
         std::thread::Builder::new()
@@ -227,8 +226,3 @@ pub fn shutdown() -> Vec<LeakReport> {
     reports
 }
 
-pub(crate) fn forget_context(ctx: &Arc<ContextInner>) {
-    if let Ok(Some(d)) = active_device(ctx.device as i64) {
-        d.forget_context(ctx);
-    }
-}

@@ -1,8 +1,7 @@
 //! The AI-Core kernel library: kernels implementing `npurt_core::Kernel`.
 //!
 //! * Executor kernels: [`Empty`] (launch overhead), [`Busy`] (compute-bound work for a set
-//!   duration per block), [`Fill`] (a block-split byte pattern) and [`Fault`] (fails one
-//!   block, for sticky-error tests).
+//!   duration per block) and [`Fault`] (fails one block, for sticky-error tests).
 //! * Tensor kernels over [`TensorView`]s (strided descriptions of memory, independent of
 //!   the memory layer): elementwise ([`unary`], [`binary`], [`cast`], [`copy`], [`axpy`],
 //!   [`fill`]), reductions ([`reduce`]), [`softmax`], [`log_softmax`], [`layer_norm`],
@@ -36,7 +35,6 @@ pub mod copies;
 mod dtype;
 mod elementwise;
 mod error;
-mod fill;
 mod host;
 pub mod isa;
 mod layout;
@@ -56,13 +54,12 @@ pub use busy::Busy;
 pub use dtype::{Bool8, DType, Elem};
 pub use elementwise::{axpy, binary, cast, copy, fill, unary, BinaryOp, Operand, Scalar, UnaryOp};
 pub use error::KernelArgError;
-pub use fill::{Fill, FillTarget};
 pub use host::{AlignedBuffer, HostTensor};
 pub use matmul::{gemm, matmul, matmul_out_shape, GemmArgs};
 pub use movement::{concat, permute, slice, transpose2d};
 pub use norm::{layer_norm, log_softmax, rms_norm, softmax};
 pub use reduce::{reduce, reduce_out_shape, ReduceOp};
-pub use tensor::{broadcast_shapes, contiguous_strides, normalize_axis, Keep, TensorView};
+pub use tensor::{broadcast_shapes, contiguous_strides, normalize_axes, normalize_axis, Keep, TensorView};
 
 use npurt_core::{BlockCtx, Kernel, KernelFault};
 use std::sync::{Arc, OnceLock};

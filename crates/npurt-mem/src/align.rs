@@ -4,6 +4,7 @@
 //! rounding gives [`MemError::InvalidSize`], never a panic.
 
 use crate::error::MemError;
+use crate::page::PagePolicy;
 
 /// Padding AscendCL adds behind every `aclrtMalloc` buffer.
 pub const ACL_PAD: usize = 32;
@@ -75,6 +76,32 @@ pub fn acl_malloc_align32_size(n: usize) -> Result<usize, MemError> {
         .ok_or_else(|| overflow(n))
 }
 
+/// ACL's `aclrtMemMallocPolicy` (its low byte) as a page policy, and whether `aclrtMalloc`
+/// pads under it: 0/3 HUGE_FIRST(_P2P), 1/4 HUGE_ONLY(_P2P), 2/5 NORMAL_ONLY(_P2P) (P2P like
+/// its base), 6/7 HUGE1G_ONLY(_P2P) as huge-only without the pad; any other value behaves
+/// like HUGE_FIRST, as ACL does.
+pub fn acl_policy(policy: u32) -> (PagePolicy, bool) {
+    match policy & 0xFF {
+        1 | 4 => (PagePolicy::HugeOnly, true),
+        2 | 5 => (PagePolicy::NormalOnly, true),
+        6 | 7 => (PagePolicy::HugeOnly, false),
+        _ => (PagePolicy::HugeFirst, true),
+    }
+}
+
+/// What `aclrtMalloc(n, policy)` (or, with `align32`, `aclrtMallocAlign32`) allocates: the
+/// bytes ([`acl_malloc_size`], or [`acl_malloc_align32_size`] without the pad) and the page
+/// policy ([`acl_policy`]).
+pub fn acl_malloc(n: usize, policy: u32, align32: bool) -> Result<(usize, PagePolicy), MemError> {
+    let (page, pad) = acl_policy(policy);
+    let bytes = if pad && !align32 {
+        acl_malloc_size(n)?
+    } else {
+        acl_malloc_align32_size(n)?
+    };
+    Ok((bytes, page))
+}
+
 /// Pool block size for a request of `n` bytes: `round_up(n, 512)`.
 #[inline]
 pub fn block_size(n: usize) -> Result<usize, MemError> {
@@ -99,6 +126,18 @@ mod tests {
         assert_eq!(block_size(513).unwrap(), 1024);
         assert_eq!(block_size(acl_malloc_size(480).unwrap()).unwrap(), 512);
         assert_eq!(block_size(acl_malloc_size(481).unwrap()).unwrap(), 1024);
+    }
+
+    #[test]
+    fn acl_policies() {
+        assert_eq!(acl_malloc(1, 0, false).unwrap(), (64, PagePolicy::HugeFirst));
+        assert_eq!(acl_malloc(1, 0, true).unwrap(), (32, PagePolicy::HugeFirst));
+        assert_eq!(acl_malloc(33, 4, false).unwrap(), (96, PagePolicy::HugeOnly));
+        assert_eq!(acl_malloc(33, 5, false).unwrap(), (96, PagePolicy::NormalOnly));
+        assert_eq!(acl_malloc(33, 6, false).unwrap(), (64, PagePolicy::HugeOnly));
+        assert_eq!(acl_malloc(33, 0x100 | 2, false).unwrap(), (96, PagePolicy::NormalOnly));
+        assert_eq!(acl_policy(99), (PagePolicy::HugeFirst, true));
+        assert!(acl_malloc(0, 0, false).is_err());
     }
 
     #[test]

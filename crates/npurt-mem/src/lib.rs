@@ -24,9 +24,9 @@
 //! 3. **Pinned host memory** ([`HostAlloc`], [`PinnedPool`]): `mlock`ed host buffers,
 //!    cached by power-of-two size class.
 //!
-//! [`align`] has the AscendCL size rules (`aclrtMalloc` takes `round_up(n, 32) + 32`).
-//! The pool's `alloc` does not pad; use [`CachingPool::alloc_acl`] (or pad with
-//! [`acl_malloc_size`]) for ACL semantics.
+//! [`align`] has the AscendCL size and policy rules ([`acl_malloc`]: `aclrtMalloc` takes
+//! `round_up(n, 32) + 32` bytes, `aclrtMemMallocPolicy` → [`PagePolicy`]); the pool's
+//! `alloc` does not pad: the runtime's ACL front pads with [`acl_malloc`] first.
 //!
 //! ## Stream-ordered free contract
 //!
@@ -58,18 +58,19 @@
 //! ```
 //! use std::sync::atomic::{AtomicBool, Ordering};
 //! use std::sync::Arc;
-//! use npurt_mem::{CachingPool, PoolConfig};
+//! use npurt_mem::{acl_malloc_size, CachingPool, PoolConfig};
 //!
 //! let pool = CachingPool::new(PoolConfig::new(1 << 30)).unwrap();
-//! let a = pool.alloc_acl(1000, 1).unwrap(); // stream 1
+//! let n = acl_malloc_size(1000).unwrap(); // aclrtMalloc(1000): 1056 bytes
+//! let a = pool.alloc(n, 1).unwrap(); // stream 1
 //! assert_eq!(pool.lookup(a + 10).unwrap().base, a);
 //! // Stream 2 also read the buffer: fence that use when freeing.
 //! let stream2_done = Arc::new(AtomicBool::new(false));
 //! pool.free(a, vec![Box::new(stream2_done.clone())]).unwrap();
-//! let b = pool.alloc_acl(1000, 1).unwrap();
+//! let b = pool.alloc(n, 1).unwrap();
 //! assert_ne!(a, b, "a is pending until the fence completes");
 //! stream2_done.store(true, Ordering::Release);
-//! assert_eq!(pool.alloc_acl(1000, 1).unwrap(), a);
+//! assert_eq!(pool.alloc(n, 1).unwrap(), a);
 //! assert!(pool.free(a + 64, vec![]).is_err()); // interior pointer: typed error
 //! ```
 //!
@@ -99,7 +100,7 @@ mod segment;
 mod state;
 pub mod stats;
 
-pub use align::{acl_malloc_align32_size, acl_malloc_size};
+pub use align::{acl_malloc, acl_malloc_align32_size, acl_malloc_size, acl_policy};
 pub use block::ANY_STREAM;
 pub use config::{PoolConfig, SyncHook};
 pub use error::{human_bytes, MemError};

@@ -3,7 +3,7 @@
 
 use parking_lot::Mutex;
 
-use crate::align::{acl_malloc_size, block_size, round_down};
+use crate::align::{block_size, round_down};
 use crate::block::{BState, ANY_STREAM, LARGE, NIL};
 use crate::config::{PoolConfig, SyncHook};
 use crate::error::MemError;
@@ -97,13 +97,6 @@ impl CachingPool {
     #[inline]
     pub fn alloc(&self, size: usize, stream: u64) -> Result<usize, MemError> {
         self.alloc_impl(size, size, stream)
-    }
-
-    /// Like [`alloc`](Self::alloc) with `aclrtMalloc` padding: the block holds
-    /// `round_up(size, 32) + 32` bytes (then rounded to 512); `lookup().size` is `size`.
-    #[inline]
-    pub fn alloc_acl(&self, size: usize, stream: u64) -> Result<usize, MemError> {
-        self.alloc_impl(size, acl_malloc_size(size)?, stream)
     }
 
     #[inline]

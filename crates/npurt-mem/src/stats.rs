@@ -115,6 +115,68 @@ impl PoolStats {
         ]
     }
 
+    fn arrays(&self) -> [&StatArray; 7] {
+        [
+            &self.allocation,
+            &self.segment,
+            &self.active,
+            &self.allocated_bytes,
+            &self.reserved_bytes,
+            &self.active_bytes,
+            &self.requested_bytes,
+        ]
+    }
+
+    /// Adds `other` in (peaks add up: exact for one source, an upper bound for several;
+    /// the largest free block is the larger one).
+    pub fn merge(&mut self, other: &PoolStats) {
+        for (a, b) in self.arrays_mut().into_iter().zip(other.arrays()) {
+            for (x, y) in a.iter_mut().zip(b.iter()) {
+                x.current += y.current;
+                x.peak += y.peak;
+                x.allocated += y.allocated;
+                x.freed += y.freed;
+            }
+        }
+        self.num_alloc_retries += other.num_alloc_retries;
+        self.num_ooms += other.num_ooms;
+        self.num_device_alloc += other.num_device_alloc;
+        self.num_device_free += other.num_device_free;
+        self.pending_frees += other.pending_frees;
+        for (x, y) in self.page_bytes.iter_mut().zip(other.page_bytes.iter()) {
+            *x += y;
+        }
+        self.largest_free_block = self.largest_free_block.max(other.largest_free_block);
+    }
+
+    /// Counts a block of `bytes` in a segment of its own (`requested` bytes asked for), in
+    /// the large pool: one allocation, segment and active block, mapped and reserved at
+    /// once (the runtime's dedicated mappings, which bypass the caching pool).
+    pub fn add_dedicated(&mut self, bytes: u64, requested: u64, kind: PageKind) {
+        for a in [&mut self.allocation, &mut self.segment, &mut self.active] {
+            inc(a, LARGE_POOL, 1);
+        }
+        for a in [&mut self.allocated_bytes, &mut self.reserved_bytes, &mut self.active_bytes] {
+            inc(a, LARGE_POOL, bytes);
+        }
+        inc(&mut self.requested_bytes, LARGE_POOL, requested);
+        self.page_bytes[kind.index()] += bytes;
+        self.num_device_alloc += 1;
+    }
+
+    /// Undoes [`add_dedicated`](Self::add_dedicated) when the segment is unmapped.
+    pub fn remove_dedicated(&mut self, bytes: u64, requested: u64, kind: PageKind) {
+        for a in [&mut self.allocation, &mut self.segment, &mut self.active] {
+            dec(a, LARGE_POOL, 1);
+        }
+        for a in [&mut self.allocated_bytes, &mut self.reserved_bytes, &mut self.active_bytes] {
+            dec(a, LARGE_POOL, bytes);
+        }
+        dec(&mut self.requested_bytes, LARGE_POOL, requested);
+        self.page_bytes[kind.index()] -= bytes;
+        self.num_device_free += 1;
+    }
+
     /// Sets every peak to the current value (`reset_peak_memory_stats`).
     pub fn reset_peaks(&mut self) {
         for a in self.arrays_mut() {

@@ -4,7 +4,7 @@
 //! class also deriving from the matching builtin); this module picks the class for an
 //! [`ErrorKind`] and raises it with the message, the ACL code and the ACL name.
 
-use npurt_core::{Error, ErrorKind};
+use npurt_core::{AclCode, Error, ErrorKind};
 use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -45,12 +45,24 @@ pub(crate) fn to_py(e: Error) -> PyErr {
 
 /// An argument of the wrong type: `npurt.InvalidTypeError` (also a `TypeError`), code 107000.
 pub(crate) fn type_error(message: String) -> PyErr {
-    Python::attach(|py| raise(py, "InvalidTypeError", message, 107_000, "ACL_ERROR_RT_PARAM_INVALID"))
+    let acl = AclCode::PARAM_INVALID;
+    Python::attach(|py| raise(py, "InvalidTypeError", message, acl.code, acl.name))
 }
 
 /// An argument with a bad value: `npurt.InvalidValueError`, code 107000.
 pub(crate) fn value_error(message: impl Into<String>) -> PyErr {
     to_py(Error::invalid(message))
+}
+
+/// `{name: code}` of every ACL runtime error code ([`AclCode::ALL`]): the table that
+/// `npurt.exceptions` and `npurt.acl.constants` read instead of writing the numbers again.
+#[pyfunction]
+pub(crate) fn _acl_error_codes(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let d = pyo3::types::PyDict::new(py);
+    for c in AclCode::ALL {
+        d.set_item(c.name, c.code)?;
+    }
+    Ok(d)
 }
 
 /// Emits a ResourceWarning (resources a teardown found still alive).

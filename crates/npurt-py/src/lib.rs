@@ -39,8 +39,7 @@ use pyo3::types::PyDict;
 #[pyo3(signature = (**kwargs))]
 fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
     let mut c = Config::from_env().py_err()?;
-    let mut aicore_set = false;
-    let mut workers_set = false;
+    let (mut aicore, mut workers) = (None, None);
     if let Some(kw) = kwargs {
         for (k, v) in kw.iter() {
             let key: String = k.extract()?;
@@ -55,14 +54,8 @@ fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
                         int("device_memory", i64::MAX)? as u64
                     }
                 }
-                "aicore_num" => {
-                    c.aicore_num = int("aicore_num", 1024)? as u32;
-                    aicore_set = true;
-                }
-                "worker_threads" => {
-                    c.worker_threads = int("worker_threads", 1024)? as u32;
-                    workers_set = true;
-                }
+                "aicore_num" => aicore = Some(int("aicore_num", 1024)? as u32),
+                "worker_threads" => workers = Some(int("worker_threads", 1024)? as u32),
                 "stream_queue_depth" => c.stream_queue_depth = int("stream_queue_depth", 1 << 20)? as usize,
                 "visible_devices" => {
                     c.visible_devices = Some(if let Ok(s) = v.extract::<String>() {
@@ -83,10 +76,12 @@ fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
             }
         }
     }
-    if aicore_set && !workers_set {
-        c.worker_threads = c
-            .aicore_num
-            .min(std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+    // The order of the environment's: the AI-core count sets the default worker count.
+    if let Some(n) = aicore {
+        c.set_aicore_num(n);
+    }
+    if let Some(n) = workers {
+        c.worker_threads = n;
     }
     registry::configure(c).py_err()
 }
@@ -121,6 +116,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(live_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::_acl_error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(device::device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device::get_device_properties, m)?)?;
     m.add_function(wrap_pyfunction!(isa::isa_info, m)?)?;
@@ -147,6 +143,8 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(view::_view_memcpy_async, m)?)?;
     m.add_function(wrap_pyfunction!(view::_view_memset, m)?)?;
     m.add_function(wrap_pyfunction!(view::_view_memset_async, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_malloc, m)?)?;
+    m.add_function(wrap_pyfunction!(acl::_acl_malloc_size, m)?)?;
     m.add_function(wrap_pyfunction!(acl::_acl_set_device, m)?)?;
     m.add_function(wrap_pyfunction!(acl::_acl_reset_device, m)?)?;
     m.add_function(wrap_pyfunction!(acl::_acl_set_context, m)?)?;

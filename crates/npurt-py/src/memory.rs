@@ -270,12 +270,8 @@ fn policy_arg(policy: Option<&Bound<'_, PyAny>>) -> PyResult<PagePolicy> {
             ))),
         };
     }
-    // ACL's aclrtMemMallocPolicy values.
-    match int_arg(p, "policy", 0, 2)? {
-        0 => Ok(PagePolicy::HugeFirst),
-        1 => Ok(PagePolicy::HugeOnly),
-        _ => Ok(PagePolicy::NormalOnly),
-    }
+    // ACL's aclrtMemMallocPolicy values 0..2 (npurt-mem owns the table).
+    Ok(npurt_mem::acl_policy(int_arg(p, "policy", 0, 2)? as u32).0)
 }
 
 /// The memory of `device` (None: the current device), starting the device if needed.

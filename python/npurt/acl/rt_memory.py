@@ -6,37 +6,28 @@ Sizes follow ``aclrtMalloc``: the allocation holds ``ALIGN_UP(size, 32) + 32`` b
 ``ptr + size`` .. the end of the pad is still usable memory, as on the card. The start
 address is 64-byte aligned (npurt gives 512). Size 0: 100000. Policies 0..7 map to
 npurt's ``huge_first`` / ``huge_only`` / ``normal_only`` (P2P variants like their base;
-HUGE1G as huge_only); any other value behaves like ``HUGE_FIRST``, as ACL does.
+HUGE1G as huge_only); any other value behaves like ``HUGE_FIRST``, as ACL does. Both
+rules are npurt-mem's (``npurt_mem::acl_malloc``); this module only translates.
 """
 
 from __future__ import annotations
 
 from typing import Tuple
 
+from .. import _npurt
 from .. import memory as _mem
 from . import _state as S
 from . import constants as C
 
 __all__ = ["acl_malloc_size", "free", "free_host", "get_mem_info", "malloc", "malloc_align32", "malloc_host"]
 
-_POLICY = {
-    C.ACL_MEM_MALLOC_HUGE_FIRST: "huge_first",
-    C.ACL_MEM_MALLOC_HUGE_ONLY: "huge_only",
-    C.ACL_MEM_MALLOC_NORMAL_ONLY: "normal_only",
-    C.ACL_MEM_MALLOC_HUGE_FIRST_P2P: "huge_first",
-    C.ACL_MEM_MALLOC_HUGE_ONLY_P2P: "huge_only",
-    C.ACL_MEM_MALLOC_NORMAL_ONLY_P2P: "normal_only",
-    C.ACL_MEM_MALLOC_HUGE1G_ONLY: "huge_only",
-    C.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P: "huge_only",
-}
-_HUGE1G = (C.ACL_MEM_MALLOC_HUGE1G_ONLY, C.ACL_MEM_MALLOC_HUGE1G_ONLY_P2P)
 _MAX_SIZE = 1 << 62
 
 
 def acl_malloc_size(size: int, pad: bool = True) -> int:
     """Bytes ``aclrtMalloc(size)`` really allocates: ``ALIGN_UP(size, 32) + 32`` (without
-    ``pad``: ``ALIGN_UP(size, 32)``, as ``aclrtMallocAlign32``)."""
-    return (size + 31) // 32 * 32 + (32 if pad else 0)
+    ``pad``: ``ALIGN_UP(size, 32)``, as ``aclrtMallocAlign32``). The rule is npurt-mem's."""
+    return _npurt._acl_malloc_size(size, 0, not pad)
 
 
 def _check_size(size: int) -> None:
@@ -48,11 +39,8 @@ def _check_size(size: int) -> None:
 
 def _malloc(size: int, policy: int, pad: bool) -> Tuple[int, int]:
     _check_size(size)
-    base_policy = policy & 0xFF
-    name = _POLICY.get(base_policy, "huge_first")
-    nbytes = acl_malloc_size(size, pad and base_policy not in _HUGE1G)
-    buf = _mem.malloc(nbytes, name)
-    S.device_allocs.add(buf.ptr, buf, nbytes)
+    buf = _npurt._acl_malloc(size, policy, not pad)  # ACL's padding and policy values
+    S.device_allocs.add(buf.ptr, buf, buf.nbytes)
     return buf.ptr, C.ACL_SUCCESS
 
 

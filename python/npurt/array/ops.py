@@ -165,11 +165,7 @@ def axpy(alpha: Any, x: DeviceArray, y: DeviceArray, out: Optional[DeviceArray] 
 def _reduce(op: str, x: Any, axis: Any, keepdims: bool, dtype: Optional[str], out: Any, stream: Any) -> DeviceArray:
     x = _arr(x, "x")
     ax = _axes(axis, x.ndim)
-    red = set(range(x.ndim)) if ax is None else set(ax)
-    if keepdims:
-        shape = tuple(1 if d in red else s for d, s in enumerate(x.shape))
-    else:
-        shape = tuple(s for d, s in enumerate(x.shape) if d not in red)
+    shape = _npurt._reduce_out_shape(list(x.shape), None if ax is None else list(ax), keepdims)
     o = _out(out, shape, dtype or x.dtype_name, x.device)
     _npurt._reduce(op, x._a, None if ax is None else list(ax), o._a, stream)
     return o

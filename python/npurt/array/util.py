@@ -13,18 +13,17 @@ import numpy as np
 from .. import _npurt
 from ..exceptions import InvalidTypeError, InvalidValueError
 
-_P = "ACL_ERROR_RT_PARAM_INVALID"
 _DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool")
 _FLOATS = ("float32", "float16", "bfloat16")
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1, "bool": 1}
 
 
 def _value_error(msg: str) -> InvalidValueError:
-    return InvalidValueError(msg, 107000, _P)
+    return InvalidValueError(msg)
 
 
 def _type_error(msg: str) -> InvalidTypeError:
-    return InvalidTypeError(msg, 107000, _P)
+    return InvalidTypeError(msg)
 
 
 _DTYPE_SET = frozenset(_DTYPES)
@@ -98,27 +97,21 @@ def _scalar(v: Any) -> Any:
 
 
 def _bshape(op: str, *shapes: Sequence[int]) -> Tuple[int, ...]:
-    if len(shapes) == 1 or (len(shapes) == 2 and shapes[0] == shapes[1]):
-        return tuple(shapes[0])
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise _value_error(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together") from None
+    """numpy's broadcast shape (npurt-kernels' rule; equal shapes skip the call)."""
+    out = tuple(shapes[0])
+    for s in shapes[1:]:
+        if tuple(s) != out:
+            out = tuple(_npurt._broadcast_shapes(op, list(out), list(s)))
+    return out
 
 
 def _axes(axis: Any, ndim: int) -> Optional[Tuple[int, ...]]:
+    """``axis`` (an int or a sequence of ints) normalised for ``ndim`` dimensions, in order
+    (npurt-kernels' rule); None stays None."""
     if axis is None:
         return None
-    ax = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
-    out = []
-    for a in ax:
-        a = operator_index(a)
-        if not -ndim <= a < ndim:
-            raise _value_error(f"axis {a} is out of bounds for an array of {ndim} dimension(s)")
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise _value_error(f"repeated axis in {ax}")
-    return tuple(out)
+    ax = [axis] if not isinstance(axis, (tuple, list)) else list(axis)
+    return tuple(_npurt._normalize_axes([operator_index(a) for a in ax], ndim))
 
 
 def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: int, key: Any) -> Tuple[list, list, int]:

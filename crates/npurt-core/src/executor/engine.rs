@@ -3,7 +3,8 @@
 //! AI core). A stream whose head task is on an engine is owned by that engine until the
 //! task finishes; then it goes back on the ready list with its head marked complete.
 
-use super::{mark_runtime_thread, DeviceShared};
+use super::DeviceShared;
+use crate::thread_role::mark_runtime_thread;
 use crate::error::TaskError;
 use crate::profiler::{TaskKind, TaskRecord};
 use crate::stream::task::{Engine, EngineOp};

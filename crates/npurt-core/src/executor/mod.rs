@@ -23,7 +23,6 @@ use engine::EngineJob;
 use job::Job;
 use notifier::Notifier;
 use parking_lot::Mutex;
-use std::cell::Cell;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::mpsc::Sender;
@@ -62,27 +61,6 @@ pub struct DeviceShared {
     pub(crate) profiler: ProfilerSlot,
     /// Events created on this device that still exist.
     pub(crate) live_events: AtomicUsize,
-}
-
-thread_local! {
-    static RUNTIME_THREAD: Cell<bool> = const { Cell::new(false) };
-}
-
-pub(crate) fn mark_runtime_thread() {
-    RUNTIME_THREAD.with(|c| c.set(true));
-}
-
-/// True on npurt's own worker and engine threads.
-pub fn is_runtime_thread() -> bool {
-    RUNTIME_THREAD.with(|c| c.get())
-}
-
-/// Blocking calls from a runtime thread would wait on themselves: refuse them.
-pub(crate) fn forbid_runtime_thread(what: &'static str) -> Result<()> {
-    if is_runtime_thread() {
-        return Err(DeviceError::RuntimeThread(what).into());
-    }
-    Ok(())
 }
 
 impl DeviceShared {

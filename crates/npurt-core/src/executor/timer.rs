@@ -53,7 +53,7 @@ fn timer() -> &'static Timer {
 }
 
 fn run(t: &'static Timer) {
-    crate::executor::mark_runtime_thread();
+    crate::thread_role::mark_runtime_thread();
     let mut g = t.heap.lock();
     loop {
         let now = Instant::now();

@@ -3,7 +3,8 @@
 
 use super::engine::EngineJob;
 use super::job::{run_block, Job, JobTurn};
-use super::{mark_runtime_thread, DeviceShared};
+use super::DeviceShared;
+use crate::thread_role::mark_runtime_thread;
 use crate::error::TaskError;
 use crate::kernel::BlockCtx;
 use crate::profiler::{TaskKind, TaskRecord};

@@ -7,7 +7,6 @@
 use super::pool::PoolInner;
 use crate::error::{Error, Result};
 use crate::executor::DeviceShared;
-use npurt_mem::stats::{StatArray, LARGE_POOL};
 use npurt_mem::{CachingPool, MemError, PageKind, PoolConfig, PoolStats};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -44,52 +43,6 @@ impl std::fmt::Debug for DeviceMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "DeviceMemory(device={}, capacity={})", self.device, self.capacity)
     }
-}
-
-fn inc(a: &mut StatArray, n: u64) {
-    for i in [0, LARGE_POOL] {
-        let s = &mut a[i];
-        s.current += n;
-        s.allocated += n;
-        s.peak = s.peak.max(s.current);
-    }
-}
-
-fn dec(a: &mut StatArray, n: u64) {
-    for i in [0, LARGE_POOL] {
-        a[i].current -= n;
-        a[i].freed += n;
-    }
-}
-
-/// Adds `s` into `into` (peaks add up: exact for one pool, an upper bound for several).
-fn merge(into: &mut PoolStats, s: &PoolStats) {
-    let pairs: [(&mut StatArray, &StatArray); 7] = [
-        (&mut into.allocation, &s.allocation),
-        (&mut into.segment, &s.segment),
-        (&mut into.active, &s.active),
-        (&mut into.allocated_bytes, &s.allocated_bytes),
-        (&mut into.reserved_bytes, &s.reserved_bytes),
-        (&mut into.active_bytes, &s.active_bytes),
-        (&mut into.requested_bytes, &s.requested_bytes),
-    ];
-    for (a, b) in pairs {
-        for (x, y) in a.iter_mut().zip(b.iter()) {
-            x.current += y.current;
-            x.peak += y.peak;
-            x.allocated += y.allocated;
-            x.freed += y.freed;
-        }
-    }
-    into.num_alloc_retries += s.num_alloc_retries;
-    into.num_ooms += s.num_ooms;
-    into.num_device_alloc += s.num_device_alloc;
-    into.num_device_free += s.num_device_free;
-    into.pending_frees += s.pending_frees;
-    for (x, y) in into.page_bytes.iter_mut().zip(s.page_bytes.iter()) {
-        *x += y;
-    }
-    into.largest_free_block = into.largest_free_block.max(s.largest_free_block);
 }
 
 impl DeviceMemory {
@@ -202,17 +155,7 @@ impl DeviceMemory {
         ext.reserved = ext.reserved.saturating_sub(reserved) + mapped;
         self.apply_limit(&ext);
         ext.dedicated.insert(base, (mapped, requested, kind));
-        let (m, r) = (mapped as u64, requested as u64);
-        let s = &mut ext.stats;
-        inc(&mut s.allocation, 1);
-        inc(&mut s.segment, 1);
-        inc(&mut s.active, 1);
-        inc(&mut s.allocated_bytes, m);
-        inc(&mut s.reserved_bytes, m);
-        inc(&mut s.active_bytes, m);
-        inc(&mut s.requested_bytes, r);
-        s.page_bytes[kind.index()] += m;
-        s.num_device_alloc += 1;
+        ext.stats.add_dedicated(mapped as u64, requested as u64, kind);
     }
 
     /// Forgets a dedicated segment (the caller unmaps it) and gives its room back.
@@ -221,17 +164,7 @@ impl DeviceMemory {
         let Some((mapped, requested, kind)) = ext.dedicated.remove(&base) else {
             return;
         };
-        let (m, r) = (mapped as u64, requested as u64);
-        let s = &mut ext.stats;
-        dec(&mut s.allocation, 1);
-        dec(&mut s.segment, 1);
-        dec(&mut s.active, 1);
-        dec(&mut s.allocated_bytes, m);
-        dec(&mut s.reserved_bytes, m);
-        dec(&mut s.active_bytes, m);
-        dec(&mut s.requested_bytes, r);
-        s.page_bytes[kind.index()] -= m;
-        s.num_device_free += 1;
+        ext.stats.remove_dedicated(mapped as u64, requested as u64, kind);
         ext.reserved = ext.reserved.saturating_sub(mapped);
         self.apply_limit(&ext);
     }
@@ -258,9 +191,9 @@ impl DeviceMemory {
             let ext = self.ext.lock();
             (ext.stats.clone(), ext.quota)
         };
-        merge(&mut s, &ext_stats);
+        s.merge(&ext_stats);
         for p in &pools {
-            merge(&mut s, &p.pool.stats());
+            s.merge(&p.pool.stats());
         }
         s.capacity = self.capacity as u64;
         s.limit = quota.map(|q| q as u64);

@@ -80,7 +80,7 @@ pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
 /// Sizes follow the caching allocator (torch_npu's, whose segments come from
 /// `aclrtMallocAlign32`): blocks are `nbytes` rounded up to 512 bytes, with no extra
 /// 32-byte pad, so `malloc(1 MiB)` takes exactly 1 MiB and stays in the small pool.
-/// ACL's padded rule is [`CachingPool::alloc_acl`](npurt_mem::CachingPool::alloc_acl).
+/// ACL's padded rule is [`npurt_mem::acl_malloc`] (`npurt.acl`'s `malloc` pads with it).
 ///
 /// Policies as ACL: `HugeFirst` (huge pages where the kernel gives them, else normal),
 /// `HugeOnly` (207001 when no huge pages can be had), `NormalOnly`. Inside

@@ -259,7 +259,7 @@ impl Stream {
 
     /// Finishes a launch that found the ring full, waiting for room.
     pub fn push_pending(&self, p: Pending) -> Result<u64> {
-        crate::executor::forbid_runtime_thread("wait for room on a full stream")?;
+        crate::thread_role::forbid_runtime_thread("wait for room on a full stream")?;
         self.0.push_blocking(p.0)
     }
 
@@ -336,7 +336,7 @@ impl Stream {
 
     /// Waits for all submitted work (or the timeout); raises the stream's sticky error.
     pub fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
-        crate::executor::forbid_runtime_thread("synchronize")?;
+        crate::thread_role::forbid_runtime_thread("synchronize")?;
         self.0.check_usable()?;
         if !self.0.wait_all(timeout) {
             let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
@@ -364,7 +364,7 @@ impl Stream {
             _ => return Err(StreamError::Destroyed(self.0.id).into()),
         }
         if !force {
-            crate::executor::forbid_runtime_thread("destroy a stream")?;
+            crate::thread_role::forbid_runtime_thread("destroy a stream")?;
             self.0.wait_all(None);
         }
         self.0.retire(force);

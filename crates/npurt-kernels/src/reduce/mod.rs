@@ -17,7 +17,7 @@ mod kernel;
 
 use crate::layout::Strided;
 use crate::plan::{blocks_for, GRAIN_ELEMENTWISE};
-use crate::tensor::{check_output, normalize_axis};
+use crate::tensor::{check_output, normalize_axes};
 use crate::{DType, KernelArgError, Launch, TensorView};
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::Arc;
@@ -67,14 +67,8 @@ const SPLIT_BELOW_OUTPUTS: usize = 16;
 fn reduced_dims(op: &'static str, ndim: usize, axes: Option<&[isize]>) -> Result<Vec<bool>, KernelArgError> {
     let mut red = vec![axes.is_none(); ndim];
     if let Some(axes) = axes {
-        for &a in axes {
-            let d = normalize_axis(op, a, ndim)?;
-            if std::mem::replace(&mut red[d], true) {
-                return Err(KernelArgError::Invalid {
-                    op,
-                    detail: format!("duplicate axis {a}"),
-                });
-            }
+        for d in normalize_axes(op, axes, ndim)? {
+            red[d] = true;
         }
     }
     Ok(red)

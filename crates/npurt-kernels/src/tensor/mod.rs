@@ -78,6 +78,24 @@ pub fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usiz
     Ok(a as usize)
 }
 
+/// Normalises several axes (numpy's `axis=(...)`), in the order given; a repeated axis is
+/// an error.
+pub fn normalize_axes(op: &'static str, axes: &[isize], ndim: usize) -> Result<Vec<usize>, KernelArgError> {
+    let mut seen = vec![false; ndim];
+    let mut out = Vec::with_capacity(axes.len());
+    for &a in axes {
+        let d = normalize_axis(op, a, ndim)?;
+        if std::mem::replace(&mut seen[d], true) {
+            return Err(KernelArgError::Invalid {
+                op,
+                detail: format!("duplicate axis {a}"),
+            });
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
 impl TensorView {
     /// Describes existing memory.
     ///

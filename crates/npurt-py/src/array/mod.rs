@@ -4,6 +4,7 @@
 //! `npurt_kernels`. [`register`] adds all of them to the module (one table).
 
 mod ops;
+mod shapes;
 
 use crate::args::cast_arg;
 use crate::errors::{array_err, kernel_arg, type_error, value_error, IntoPy};
@@ -166,5 +167,6 @@ pub(crate) fn _empty(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArray>()?;
     m.add_function(wrap_pyfunction!(_empty, m)?)?;
+    shapes::register(m)?;
     ops::register(m)
 }
