@@ -6,10 +6,9 @@ the GIL in waits and the lifetime of queued copies."""
 import gc
 import threading
 
+import npurt
 import numpy as np
 import pytest
-
-import npurt
 from helpers import LONG
 
 N = 1 << 12  # elements

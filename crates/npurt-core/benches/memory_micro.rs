@@ -3,6 +3,7 @@
 //! copies (H2D and D2H from pinned memory) against a plain slice copy.
 //! Run with `cargo bench -p npurt-core --bench memory_micro`.
 
+use npurt_core::alloc;
 use npurt_core::memory::{self, PagePolicy};
 use npurt_mem::{CachingPool, PoolConfig};
 use std::hint::black_box;
@@ -30,12 +31,12 @@ fn gbps(bytes: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() -> Result<(), npurt_core::Error> {
-    let keep = memory::malloc(MIB, PagePolicy::HugeFirst)?; // a live neighbour
+    let keep = alloc::malloc(MIB, PagePolicy::HugeFirst)?; // a live neighbour
     let buf = ns_per(200_000, || {
-        let b = memory::malloc(black_box(MIB), PagePolicy::HugeFirst).unwrap();
+        let b = alloc::malloc(black_box(MIB), PagePolicy::HugeFirst).unwrap();
         drop(black_box(b));
     });
-    let mem = memory::current_memory()?;
+    let mem = alloc::current_memory()?;
     let on = ns_per(200_000, || {
         let b = memory::malloc_on(&mem, black_box(MIB), PagePolicy::HugeFirst).unwrap();
         drop(black_box(b));
@@ -43,7 +44,9 @@ fn main() -> Result<(), npurt_core::Error> {
     let pool = CachingPool::new(PoolConfig::new(4 << 30)).unwrap();
     let _n = pool.alloc(npurt_mem::acl_malloc_size(MIB).unwrap(), 0).unwrap();
     let raw = ns_per(200_000, || {
-        let a = pool.alloc(npurt_mem::acl_malloc_size(black_box(MIB)).unwrap(), 0).unwrap();
+        let a = pool
+            .alloc(npurt_mem::acl_malloc_size(black_box(MIB)).unwrap(), 0)
+            .unwrap();
         pool.free(black_box(a), Vec::new()).unwrap();
     });
     let _m = pool.alloc(MIB, 0).unwrap();
@@ -58,7 +61,7 @@ fn main() -> Result<(), npurt_core::Error> {
 
     let n = 64 * MIB;
     let host = memory::malloc_host(n)?;
-    let dev = memory::malloc(n, PagePolicy::HugeFirst)?;
+    let dev = alloc::malloc(n, PagePolicy::HugeFirst)?;
     memory::memset(&host, 1, None)?;
     let h2d = gbps(n, || {
         memory::memcpy(&dev, &host, None).unwrap();

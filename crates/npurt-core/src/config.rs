@@ -6,7 +6,6 @@
 //! host (AI cores = host cores).
 
 use crate::error::{DeviceError, Result};
-use crate::executor::ExecConfig;
 use std::time::Duration;
 
 /// Settings of the virtual devices.
@@ -42,6 +41,17 @@ fn host_memory() -> u64 {
     } else {
         16 << 30
     }
+}
+
+/// Tuning knobs of one device's executor (derived from a [`Config`]).
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    pub workers: usize,
+    pub queue_depth: usize,
+    /// How long an idle worker spins before parking.
+    pub worker_spin: Duration,
+    /// How many polls a host thread spins before parking in a wait.
+    pub host_spin_iters: u32,
 }
 
 impl Default for Config {

@@ -80,7 +80,11 @@ pub fn live_contexts() -> usize {
 impl ContextInner {
     /// A context on `dev`; `owner` is the device's list for an explicit context, an empty
     /// Weak for the default one.
-    pub(crate) fn new(dev: Arc<DeviceShared>, mem: Arc<crate::memory::DeviceMemory>, owner: Weak<ContextList>) -> Arc<Self> {
+    pub(crate) fn new(
+        dev: Arc<DeviceShared>,
+        mem: Arc<crate::memory::DeviceMemory>,
+        owner: Weak<ContextList>,
+    ) -> Arc<Self> {
         let explicit = owner.strong_count() > 0;
         LIVE_CONTEXTS.fetch_add(1, Relaxed);
         let id = NEXT_CTX_ID.fetch_add(1, Relaxed);

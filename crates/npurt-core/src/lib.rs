@@ -23,12 +23,24 @@
 //! # Ok::<(), npurt_core::Error>(())
 //! ```
 //!
-//! The layers, bottom up: the stream's parts (lock-free queue, timeline of completion counts
-//! and waiters, task), [`stream`]/[`event`]/[`context`], the executor (workers, jobs,
-//! engines), and [`registry`] (the device registry with ACL's reference-counted lifetime).
+//! The layers, bottom up; a module imports from its own layer or below:
+//!
+//! 1. base: [`error`] (with the [`AclCode`] table), [`config`], [`clock`], `sync` (the
+//!    loom shim), [`kernel`], [`profiler`], [`thread_role`];
+//! 2. the stream's parts: `stream::{queue, sched_state, timeline, task}`;
+//! 3. the scheduler and what it schedules: [`executor`] ⇄ [`stream`] ⇄ [`event`] (the one
+//!    inherent circle: a stream puts itself on its device's ready list, workers run it);
+//! 4. [`memory`]: device memory, buffers, copies (copies are stream tasks);
+//! 5. [`context`] (a context owns its streams and memory; a stream's `Weak` back-pointer to
+//!    its context is the one upward edge);
+//! 6. [`device`] (one active device) and [`registry`] (the process-wide registry with ACL's
+//!    reference-counted lifetime);
+//! 7. the per-thread fronts: [`current`] (current context and stream, lazy device 0) and
+//!    [`alloc`] (`malloc`, `resolve`, `current_memory`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod alloc;
 pub mod clock;
 pub mod config;
 pub mod context;

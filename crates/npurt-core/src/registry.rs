@@ -225,4 +225,3 @@ pub fn shutdown() -> Vec<LeakReport> {
     }
     reports
 }
-

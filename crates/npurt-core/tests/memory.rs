@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use npurt_core::alloc;
 use npurt_core::memory::{self, AnyBuffer, Buffer, MemPool, PageKind, PagePolicy};
 use npurt_core::{registry, ErrorKind};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -20,7 +21,7 @@ fn serial() -> MutexGuard<'static, ()> {
 
 fn mem0() -> Arc<memory::DeviceMemory> {
     ctx(0);
-    memory::device_memory(0).unwrap()
+    alloc::device_memory(0).unwrap()
 }
 
 /// The pool's 512-byte rounding.
@@ -217,7 +218,7 @@ fn policies_get_the_pages_they_ask_for() {
     assert_eq!(n.page_kind(), Some(PageKind::Normal));
     assert_eq!(m.allocated_bytes(), base + (4 * MIB) as u64);
     assert!(m.stats().page_bytes_of(PageKind::Normal) >= 4 * MIB as u64);
-    let r = memory::resolve(0, n.addr() + 10, 100).unwrap();
+    let r = alloc::resolve(0, n.addr() + 10, 100).unwrap();
     assert_eq!((r.base, r.offset, r.page_kind), (n.addr(), 10, PageKind::Normal));
     memory::memset(&n, 3, None).unwrap();
     drop(n);
@@ -250,7 +251,7 @@ fn mem_pool_routes_allocations_and_releases_its_memory() {
     pool.exit();
     let b = memory::malloc_on(&m, MIB, PagePolicy::HugeFirst).unwrap();
     assert_eq!(b.pool_id(), None);
-    assert_eq!(memory::resolve(0, a.addr(), 1).unwrap().pool, Some(pool.id()));
+    assert_eq!(alloc::resolve(0, a.addr(), 1).unwrap().pool, Some(pool.id()));
     assert_eq!(pool.clone().destroy().unwrap(), 1);
     assert_eq!(pool.alloc(10).unwrap_err().kind(), ErrorKind::InvalidHandle);
     assert!(pool.enter().is_err());
@@ -275,16 +276,16 @@ fn raw_pointers_are_validated() {
     let _g = serial();
     let m = mem0();
     let b = memory::malloc_on(&m, 1000, PagePolicy::HugeFirst).unwrap();
-    let r = memory::resolve(0, b.addr() + 100, 900).unwrap();
+    let r = alloc::resolve(0, b.addr() + 100, 900).unwrap();
     assert_eq!((r.base, r.offset, r.size, r.pool), (b.addr(), 100, 1000, None));
     let code = |r: npurt_core::Result<memory::Resolved>| r.unwrap_err().acl().code;
-    assert_eq!(code(memory::resolve(0, b.addr() + 100, 901)), 107000, "past the end");
-    assert_eq!(code(memory::resolve(0, b.addr(), 0)), 107000, "zero");
-    assert_eq!(code(memory::resolve(0, 16, 1)), 107000, "unknown");
-    assert_eq!(code(memory::resolve(0, usize::MAX, 1)), 107000, "unknown");
+    assert_eq!(code(alloc::resolve(0, b.addr() + 100, 901)), 107000, "past the end");
+    assert_eq!(code(alloc::resolve(0, b.addr(), 0)), 107000, "zero");
+    assert_eq!(code(alloc::resolve(0, 16, 1)), 107000, "unknown");
+    assert_eq!(code(alloc::resolve(0, usize::MAX, 1)), 107000, "unknown");
     let addr = b.addr();
     drop(b);
-    assert_eq!(code(memory::resolve(0, addr, 1)), 107000, "freed");
+    assert_eq!(code(alloc::resolve(0, addr, 1)), 107000, "freed");
 }
 
 #[test]
@@ -310,7 +311,7 @@ fn device_reset_invalidates_buffers_and_reports_leaks() {
         ErrorKind::InvalidHandle
     );
     assert_eq!(
-        memory::resolve(1, b.addr(), 1).unwrap_err().kind(),
+        alloc::resolve(1, b.addr(), 1).unwrap_err().kind(),
         ErrorKind::InvalidHandle
     );
     drop(b); // the leaked block goes back to the dead device's pool, which then unmaps
@@ -381,10 +382,10 @@ fn context_memory_limits_are_separate_and_released() {
     assert_eq!(a.memory_limit(), Some(8 * MIB));
     assert_eq!(b.memory_limit(), None);
     npurt_core::current::push_context(&a);
-    let x = memory::malloc(6 * MIB, PagePolicy::HugeFirst).unwrap();
+    let x = alloc::malloc(6 * MIB, PagePolicy::HugeFirst).unwrap();
     // malloc_on is outside context limits.
     drop(memory::malloc_on(&m, 3 * MIB, PagePolicy::HugeFirst).unwrap());
-    let e = memory::malloc(3 * MIB, PagePolicy::HugeFirst).unwrap_err();
+    let e = alloc::malloc(3 * MIB, PagePolicy::HugeFirst).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     assert_eq!(e.acl().code, 207001);
     let msg = e.to_string();
@@ -394,12 +395,12 @@ fn context_memory_limits_are_separate_and_released() {
     );
     assert_eq!(a.memory_charged(), (6 * MIB, 6 * MIB));
     // The refused request left nothing behind, and the context is still usable.
-    let y = memory::malloc(2 * MIB, PagePolicy::NormalOnly).unwrap();
+    let y = alloc::malloc(2 * MIB, PagePolicy::NormalOnly).unwrap();
     assert_eq!(a.memory_charged().0, 8 * MIB);
     npurt_core::current::pop_context();
     // Another context on the same device is not limited by `a`'s limit.
     npurt_core::current::push_context(&b);
-    let z = memory::malloc(16 * MIB, PagePolicy::HugeFirst).unwrap();
+    let z = alloc::malloc(16 * MIB, PagePolicy::HugeFirst).unwrap();
     npurt_core::current::pop_context();
     // Frees give the room back, also when the last handle drops on another thread.
     let x2 = x.clone();
@@ -410,7 +411,7 @@ fn context_memory_limits_are_separate_and_released() {
     assert_eq!(a.memory_charged(), (0, 8 * MIB));
     a.set_memory_limit(None).unwrap();
     npurt_core::current::push_context(&a);
-    let big = memory::malloc(16 * MIB, PagePolicy::HugeFirst).unwrap();
+    let big = alloc::malloc(16 * MIB, PagePolicy::HugeFirst).unwrap();
     npurt_core::current::pop_context();
     assert_eq!(a.memory_charged().0, 0, "no limit: nothing is counted");
     drop((big, z));

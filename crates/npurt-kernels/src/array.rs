@@ -4,6 +4,7 @@
 //! device checks, cross-stream ordering before a launch).
 
 use crate::{DType, KernelArgError, Launch, TensorView};
+use npurt_core::alloc;
 use npurt_core::error::DeviceError;
 use npurt_core::memory::{self, DeviceBuffer, DeviceMemory, PagePolicy};
 use npurt_core::stream::Pending;
@@ -116,7 +117,7 @@ impl DeviceArray {
         let nbytes = numel.max(1);
         let buf = match mem {
             Some(m) => memory::malloc_on(m, nbytes, PagePolicy::HugeFirst)?,
-            None => memory::malloc(nbytes, PagePolicy::HugeFirst)?,
+            None => alloc::malloc(nbytes, PagePolicy::HugeFirst)?,
         };
         let strides = crate::contiguous_strides(&shape);
         let view = view(&buf, 0, dtype, shape, strides)?;
@@ -260,7 +261,7 @@ mod tests {
 
     #[test]
     fn views_must_lie_inside_the_buffer() {
-        let mem = memory::device_memory(0).unwrap();
+        let mem = alloc::device_memory(0).unwrap();
         let buf = memory::malloc_on(&mem, 64, PagePolicy::HugeFirst).unwrap();
         let f = DType::F32;
         assert!(view(&buf, 0, f, vec![4, 4], vec![4, 1]).is_ok());

@@ -1,6 +1,7 @@
 //! Copies with device arrays (`npurt_kernels::copies`): ordering with the arrays' last
 //! writers, last-writer marking, contiguity and size checks, lifetime of queued copies.
 
+use npurt_core::alloc;
 use npurt_core::memory::{self, AnyBuffer, BufferView, Staging};
 use npurt_core::{current, Stream};
 use npurt_kernels::copies::{self, Side};
@@ -174,7 +175,7 @@ fn staged_and_view_sides() {
     assert!(bytes[..128].iter().all(|&b| b == 0));
     assert!(bytes[128..].iter().all(|&b| b == 0x11));
     // Device buffers on the other side, both ways.
-    let d = AnyBuffer::Device(memory::malloc(256, memory::PagePolicy::HugeFirst).unwrap());
+    let d = AnyBuffer::Device(alloc::malloc(256, memory::PagePolicy::HugeFirst).unwrap());
     copies::memcpy_async(Side::Buf(&d), Side::Array(&a), None, &s).unwrap();
     let b = f32_array(64);
     copies::memcpy_async(Side::Array(&b), Side::Buf(&d), None, &s).unwrap();

@@ -156,7 +156,11 @@ impl PoolStats {
         for a in [&mut self.allocation, &mut self.segment, &mut self.active] {
             inc(a, LARGE_POOL, 1);
         }
-        for a in [&mut self.allocated_bytes, &mut self.reserved_bytes, &mut self.active_bytes] {
+        for a in [
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_bytes,
+        ] {
             inc(a, LARGE_POOL, bytes);
         }
         inc(&mut self.requested_bytes, LARGE_POOL, requested);
@@ -169,7 +173,11 @@ impl PoolStats {
         for a in [&mut self.allocation, &mut self.segment, &mut self.active] {
             dec(a, LARGE_POOL, 1);
         }
-        for a in [&mut self.allocated_bytes, &mut self.reserved_bytes, &mut self.active_bytes] {
+        for a in [
+            &mut self.allocated_bytes,
+            &mut self.reserved_bytes,
+            &mut self.active_bytes,
+        ] {
             dec(a, LARGE_POOL, bytes);
         }
         dec(&mut self.requested_bytes, LARGE_POOL, requested);

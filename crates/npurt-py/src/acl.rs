@@ -10,22 +10,28 @@ use crate::context::PyContext;
 use crate::device::{device_id, make_current, warn_leaks};
 use crate::errors::IntoPy;
 use crate::memory::{detach_above, PyDeviceBuffer, GIL_FREE_ALLOC};
-use npurt_core::{current, memory, registry, Error};
+use npurt_core::alloc;
+use npurt_core::{current, registry, Error};
 use pyo3::prelude::*;
 
 /// Bytes `aclrtMalloc(size, policy)` (`align32`: `aclrtMallocAlign32`) allocates.
 #[pyfunction]
 #[pyo3(signature = (size, policy=0, align32=false))]
 pub(crate) fn _acl_malloc_size(size: usize, policy: i64, align32: bool) -> PyResult<usize> {
-    Ok(npurt_mem::acl_malloc(size, policy as u32, align32).map_err(Error::from).py_err()?.0)
+    Ok(npurt_mem::acl_malloc(size, policy as u32, align32)
+        .map_err(Error::from)
+        .py_err()?
+        .0)
 }
 
 /// `aclrtMalloc` / `aclrtMallocAlign32` on the current context: ACL's padding and policy
 /// values (any `policy`: its low byte picks the page policy, unknown values as HUGE_FIRST).
 #[pyfunction]
 pub(crate) fn _acl_malloc(py: Python<'_>, size: usize, policy: i64, align32: bool) -> PyResult<PyDeviceBuffer> {
-    let (n, page) = npurt_mem::acl_malloc(size, policy as u32, align32).map_err(Error::from).py_err()?;
-    let b = detach_above(py, n, GIL_FREE_ALLOC, || memory::malloc(n, page));
+    let (n, page) = npurt_mem::acl_malloc(size, policy as u32, align32)
+        .map_err(Error::from)
+        .py_err()?;
+    let b = detach_above(py, n, GIL_FREE_ALLOC, || alloc::malloc(n, page));
     Ok(PyDeviceBuffer::wrap(b.py_err()?))
 }
 

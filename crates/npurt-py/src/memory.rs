@@ -7,6 +7,7 @@ use crate::copy::{py_read, py_write};
 use crate::device::device_id;
 use crate::errors::{to_py, value_error, IntoPy};
 use crate::host::PyHostBuffer;
+use npurt_core::alloc;
 use npurt_core::memory::{self, AnyBuffer, BufferView, DeviceBuffer, DeviceMemory, PagePolicy};
 use npurt_core::{current, Error};
 use pyo3::prelude::*;
@@ -277,10 +278,10 @@ fn policy_arg(policy: Option<&Bound<'_, PyAny>>) -> PyResult<PagePolicy> {
 /// The memory of `device` (None: the current device), starting the device if needed.
 pub(crate) fn memory_for(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Arc<DeviceMemory>> {
     match device.filter(|d| !d.is_none()) {
-        None => memory::current_memory().py_err(),
+        None => alloc::current_memory().py_err(),
         Some(d) => {
             let id = device_id(d)?;
-            py.detach(|| memory::device_memory(id)).py_err()
+            py.detach(|| alloc::device_memory(id)).py_err()
         }
     }
 }
@@ -306,7 +307,7 @@ pub(crate) fn malloc(
         Some(_) => Some(memory_for(py, device)?),
     };
     let alloc = || match &mem {
-        None => memory::malloc(n, policy),
+        None => alloc::malloc(n, policy),
         Some(m) => memory::malloc_on(m, n, policy),
     };
     // Small blocks come from the pool's caches in tens of nanoseconds; a large request may

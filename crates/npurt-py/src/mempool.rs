@@ -5,6 +5,7 @@ use crate::args::int_arg;
 use crate::device::device_id;
 use crate::errors::{resource_warning, to_py, IntoPy};
 use crate::memory::{lock, memory_for, size_arg, PyDeviceBuffer};
+use npurt_core::alloc;
 use npurt_core::memory::{self, MemPool};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
@@ -124,7 +125,7 @@ pub(crate) fn _resolve<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let id = device_id(device)?;
     let addr = int_arg(ptr, "ptr", 0, i64::MAX)? as usize;
-    let r = memory::resolve(id, addr, size_arg(nbytes, "nbytes")?).py_err()?;
+    let r = alloc::resolve(id, addr, size_arg(nbytes, "nbytes")?).py_err()?;
     let d = PyDict::new(py);
     d.set_item("base", r.base)?;
     d.set_item("offset", r.offset)?;

@@ -8,6 +8,7 @@ use crate::args::number_arg;
 use crate::device::device_id;
 use crate::errors::IntoPy;
 use crate::memory::memory_for;
+use npurt_core::alloc;
 use npurt_core::memory::{self, DeviceMemory, PoolStats};
 use npurt_core::registry;
 use pyo3::prelude::*;
@@ -17,10 +18,10 @@ use std::sync::Arc;
 /// The memory of `device` if it is active (the current device always is).
 fn active(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<DeviceMemory>>> {
     match device.filter(|d| !d.is_none()) {
-        None => memory::current_memory().map(Some).py_err(),
+        None => alloc::current_memory().map(Some).py_err(),
         Some(d) => {
             let id = device_id(d)?;
-            py.detach(|| memory::active_memory(id)).py_err()
+            py.detach(|| alloc::active_memory(id)).py_err()
         }
     }
 }
@@ -105,10 +106,10 @@ pub(crate) fn memory_summary(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) 
 pub(crate) fn mem_get_info(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<(u64, u64)> {
     // Only a named device can be inactive (the current one always is).
     let Some(d) = device.filter(|d| !d.is_none()) else {
-        return Ok(memory::current_memory().py_err()?.mem_info());
+        return Ok(alloc::current_memory().py_err()?.mem_info());
     };
     let id = device_id(d)?;
-    match py.detach(|| memory::active_memory(id)).py_err()? {
+    match py.detach(|| alloc::active_memory(id)).py_err()? {
         Some(m) => Ok(m.mem_info()),
         None => {
             let total = registry::device_props(id).py_err()?.total_memory;
@@ -129,7 +130,7 @@ pub(crate) fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> 
     py.detach(|| {
         let mut released = 0;
         for id in 0..n as i64 {
-            if let Some(m) = memory::active_memory(id)? {
+            if let Some(m) = alloc::active_memory(id)? {
                 released += m.empty_cache();
             }
         }

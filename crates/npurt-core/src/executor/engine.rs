@@ -4,11 +4,11 @@
 //! task finishes; then it goes back on the ready list with its head marked complete.
 
 use super::DeviceShared;
-use crate::thread_role::mark_runtime_thread;
 use crate::error::TaskError;
 use crate::profiler::{TaskKind, TaskRecord};
 use crate::stream::task::{Engine, EngineOp};
 use crate::stream::StreamInner;
+use crate::thread_role::mark_runtime_thread;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::Release;
 use std::sync::mpsc::{channel, Receiver, Sender};

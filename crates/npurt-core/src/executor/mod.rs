@@ -14,6 +14,7 @@ mod notifier;
 pub(crate) mod timer;
 mod worker;
 
+use crate::config::ExecConfig;
 use crate::error::{DeviceError, Result};
 use crate::profiler::ProfilerSlot;
 use crate::stream::task::Engine;
@@ -32,17 +33,6 @@ use std::time::Duration;
 
 /// Number of priority levels (ACL: 0 highest .. 7 lowest).
 pub const PRIORITY_LEVELS: usize = 8;
-
-/// Tuning knobs of one device's executor.
-#[derive(Debug, Clone)]
-pub struct ExecConfig {
-    pub workers: usize,
-    pub queue_depth: usize,
-    /// How long an idle worker spins before parking.
-    pub worker_spin: Duration,
-    /// How many polls a host thread spins before parking in a wait.
-    pub host_spin_iters: u32,
-}
 
 /// State shared by a device's workers, engines and streams.
 pub struct DeviceShared {

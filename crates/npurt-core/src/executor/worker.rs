@@ -4,13 +4,13 @@
 use super::engine::EngineJob;
 use super::job::{run_block, Job, JobTurn};
 use super::DeviceShared;
-use crate::thread_role::mark_runtime_thread;
 use crate::error::TaskError;
 use crate::kernel::BlockCtx;
 use crate::profiler::{TaskKind, TaskRecord};
 use crate::stream::task::{Op, Task};
 use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
+use crate::thread_role::mark_runtime_thread;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::sync::Arc;

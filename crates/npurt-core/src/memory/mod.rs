@@ -9,12 +9,13 @@
 //!   work ran — frees are stream-ordered with no fences, and every free block is idle for
 //!   every stream.
 //! * Copies validate before they touch memory (see [`copy`](self::copy) for the rules);
-//!   raw device addresses are checked with [`resolve`].
+//!   raw device addresses are checked with [`resolve_in`] (from a device id:
+//!   [`alloc::resolve`](crate::alloc::resolve)).
 //!
 //! ```
-//! use npurt_core::{current, memory::{self, PagePolicy}};
+//! use npurt_core::{alloc, current, memory::{self, PagePolicy}};
 //!
-//! let dev = memory::malloc(4096, PagePolicy::HugeFirst)?;
+//! let dev = alloc::malloc(4096, PagePolicy::HugeFirst)?;
 //! let host = memory::malloc_host(4096)?;
 //! memory::write(&host, 0, &[7u8; 4096])?;
 //! let s = current::current_stream()?;
@@ -47,66 +48,33 @@ pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffe
 pub use npurt_mem::{PageKind, PagePolicy, PinnedStats, PoolStats};
 pub use pool::{exit_pool, MemPool};
 pub(crate) use quota::CtxQuota;
+
 pub use view::BufferView;
 
-use crate::context::ContextInner;
-use crate::current;
 use crate::error::{BufferError, Result};
-use crate::registry;
 use buffer::{DedicatedGuard, Owner, OWNED_STREAM};
 use npurt_mem::align::{block_size, round_up};
 use npurt_mem::page::{page_size, HUGE_PAGE_SIZE};
 use npurt_mem::{HugePageMode, MemError, Segment};
 use std::sync::Arc;
 
-/// The memory of the current device (starting device 0 lazily, like every other call).
-pub fn current_memory() -> Result<Arc<DeviceMemory>> {
-    Ok(current::current_context()?.0.mem.clone())
-}
-
-/// The memory of device `id`, taking the process's implicit reference if it is not active.
-pub fn device_memory(id: i64) -> Result<Arc<DeviceMemory>> {
-    Ok(registry::active_or_use(id)?.memory().clone())
-}
-
-/// The memory of device `id` if the device is active (statistics of an inactive device
-/// are all zero; asking should not start it).
-pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
-    Ok(registry::active_device(id)?.map(|d| d.memory().clone()))
-}
-
-/// Allocates `nbytes` on the current device (`aclrtMalloc`; contents unspecified).
-///
-/// Sizes follow the caching allocator (torch_npu's, whose segments come from
-/// `aclrtMallocAlign32`): blocks are `nbytes` rounded up to 512 bytes, with no extra
-/// 32-byte pad, so `malloc(1 MiB)` takes exactly 1 MiB and stays in the small pool.
-/// ACL's padded rule is [`npurt_mem::acl_malloc`] (`npurt.acl`'s `malloc` pads with it).
-///
-/// Policies as ACL: `HugeFirst` (huge pages where the kernel gives them, else normal),
-/// `HugeOnly` (207001 when no huge pages can be had), `NormalOnly`. Inside
-/// [`MemPool::enter`] the allocation comes from that pool whatever the policy. Zero or
-/// absurd sizes are typed errors; a request the device cannot hold is OutOfMemory (207001)
-/// with the pool's explanation.
-///
-/// The current context's memory limit ([`Context::set_memory_limit`](crate::Context::set_memory_limit))
-/// applies.
-#[inline]
-pub fn malloc(nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
-    let ctx = current::current_context()?;
-    malloc_in(&ctx.0, &ctx.0.mem, nbytes, policy)
-}
-
-/// [`malloc`] on the device of `mem`, outside any context's memory limit (use [`malloc`]
-/// for allocations that count against the current context's limit).
+/// Allocates `nbytes` on the device of `mem`, outside any context's memory limit (use
+/// [`alloc::malloc`](crate::alloc::malloc) for allocations that count against the current
+/// context's limit). Sizes and policies: see [`alloc::malloc`](crate::alloc::malloc).
 #[inline]
 pub fn malloc_on(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
     alloc_plain(mem, nbytes, policy)
 }
 
-/// Allocates on `mem` (the memory of `ctx`'s device), counted against `ctx`'s limit.
+/// Allocates on `mem`, counted against `quota` (a context's memory limit) if there is one.
 #[inline]
-fn malloc_in(ctx: &ContextInner, mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
-    let Some(q) = ctx.quota.get() else {
+pub(crate) fn malloc_charged(
+    quota: Option<&Arc<CtxQuota>>,
+    mem: &Arc<DeviceMemory>,
+    nbytes: usize,
+    policy: PagePolicy,
+) -> Result<DeviceBuffer> {
+    let Some(q) = quota else {
         return alloc_plain(mem, nbytes, policy);
     };
     let charged = q.charge(nbytes, || {
@@ -185,7 +153,7 @@ fn alloc_dedicated(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -
     Ok(DeviceBuffer::new(base, nbytes, Owner::Dedicated { _seg: seg, guard }))
 }
 
-/// What [`resolve`] found out about a raw device address.
+/// What [`resolve_in`] found out about a raw device address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resolved {
     /// Start of the allocation containing the address.
@@ -200,13 +168,11 @@ pub struct Resolved {
     pub pool: Option<u64>,
 }
 
-/// Validates a raw device pointer (e.g. from an `aclrt*`-style API): `[addr, addr+nbytes)`
-/// must lie inside one live allocation on device `device`. Unknown, freed or out-of-range
-/// addresses are typed errors (107000), an inactive or reset device 107017.
-pub fn resolve(device: i64, addr: usize, nbytes: usize) -> Result<Resolved> {
-    let Some(mem) = active_memory(device)? else {
-        return Err(crate::error::DeviceError::Reset(device as u32).into());
-    };
+/// Validates a raw address on `mem`'s device: `[addr, addr+nbytes)` must lie inside one
+/// live allocation (the caching pool, a memory pool or a dedicated segment). Unknown, freed
+/// or out-of-range addresses are typed errors (107000). The front that finds the device is
+/// [`alloc::resolve`](crate::alloc::resolve).
+pub fn resolve_in(mem: &DeviceMemory, addr: usize, nbytes: usize) -> Result<Resolved> {
     mem.check_alive()?;
     if nbytes == 0 {
         return Err(BufferError::ZeroSize { op: "resolve" }.into());

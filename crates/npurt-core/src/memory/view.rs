@@ -10,9 +10,9 @@
 //! as they take whole buffers — no new raw-pointer code.
 //!
 //! ```
-//! use npurt_core::memory::{self, BufferView, PagePolicy};
+//! use npurt_core::{alloc, memory::{self, BufferView, PagePolicy}};
 //!
-//! let dev = memory::malloc(4096, PagePolicy::HugeFirst)?;
+//! let dev = alloc::malloc(4096, PagePolicy::HugeFirst)?;
 //! let host = memory::malloc_host(4096)?;
 //! memory::memset(&host, 7, None)?;
 //! let dst = BufferView::new(dev.clone(), 1024, 512)?;      // bytes [1024, 1536) of `dev`
@@ -108,11 +108,12 @@ impl Buffer for BufferView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alloc;
     use crate::memory::{self, PagePolicy};
 
     #[test]
     fn views_copy_inside_their_range_only() {
-        let dev = memory::malloc(4096, PagePolicy::HugeFirst).unwrap();
+        let dev = alloc::malloc(4096, PagePolicy::HugeFirst).unwrap();
         let host = memory::malloc_host(4096).unwrap();
         memory::write(&host, 0, &[0u8; 4096]).unwrap();
         memory::write(&dev, 0, &[9u8; 4096]).unwrap();
@@ -135,7 +136,7 @@ mod tests {
 
     #[test]
     fn a_view_of_a_freed_allocation_is_unusable() {
-        let dev = memory::malloc(1024, PagePolicy::HugeFirst).unwrap();
+        let dev = alloc::malloc(1024, PagePolicy::HugeFirst).unwrap();
         let v = BufferView::new(dev.clone(), 512, 512).unwrap();
         dev.free().unwrap();
         assert_eq!(v.check().unwrap_err().acl().code, 107017);
@@ -146,7 +147,7 @@ mod tests {
     #[test]
     fn async_copies_through_views_run_in_stream_order() {
         let s = crate::current::current_stream().unwrap();
-        let dev = memory::malloc(256, PagePolicy::HugeFirst).unwrap();
+        let dev = alloc::malloc(256, PagePolicy::HugeFirst).unwrap();
         let host = memory::malloc_host(256).unwrap();
         memory::write(&host, 0, &[5u8; 256]).unwrap();
         let a = BufferView::new(dev.clone(), 128, 128).unwrap();

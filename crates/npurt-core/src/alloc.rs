@@ -1,0 +1,56 @@
+//! The context-aware allocation fronts, above `memory/`: they find the current context or
+//! a device in the registry, then call the memory layer ([`memory::malloc_charged`],
+//! [`memory::resolve_in`]), which knows neither.
+
+use crate::current;
+use crate::error::Result;
+use crate::memory::{self, DeviceBuffer, DeviceMemory, PagePolicy, Resolved};
+use crate::registry;
+use std::sync::Arc;
+
+/// The memory of the current device (starting device 0 lazily, like every other call).
+pub fn current_memory() -> Result<Arc<DeviceMemory>> {
+    Ok(current::current_context()?.0.mem.clone())
+}
+
+/// The memory of device `id`, taking the process's implicit reference if it is not active.
+pub fn device_memory(id: i64) -> Result<Arc<DeviceMemory>> {
+    Ok(registry::active_or_use(id)?.memory().clone())
+}
+
+/// The memory of device `id` if the device is active (statistics of an inactive device
+/// are all zero; asking should not start it).
+pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
+    Ok(registry::active_device(id)?.map(|d| d.memory().clone()))
+}
+
+/// Allocates `nbytes` on the current device (`aclrtMalloc`; contents unspecified).
+///
+/// Sizes follow the caching allocator (torch_npu's, whose segments come from
+/// `aclrtMallocAlign32`): blocks are `nbytes` rounded up to 512 bytes, with no extra
+/// 32-byte pad, so `malloc(1 MiB)` takes exactly 1 MiB and stays in the small pool.
+/// ACL's padded rule is [`npurt_mem::acl_malloc`] (`npurt.acl`'s `malloc` pads with it).
+///
+/// Policies as ACL: `HugeFirst` (huge pages where the kernel gives them, else normal),
+/// `HugeOnly` (207001 when no huge pages can be had), `NormalOnly`. Inside
+/// [`MemPool::enter`](crate::memory::MemPool::enter) the allocation comes from that pool whatever the policy. Zero or
+/// absurd sizes are typed errors; a request the device cannot hold is OutOfMemory (207001)
+/// with the pool's explanation.
+///
+/// The current context's memory limit ([`Context::set_memory_limit`](crate::Context::set_memory_limit))
+/// applies.
+#[inline]
+pub fn malloc(nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    let ctx = current::current_context()?;
+    memory::malloc_charged(ctx.0.quota.get(), &ctx.0.mem, nbytes, policy)
+}
+
+/// Validates a raw device pointer (e.g. from an `aclrt*`-style API): `[addr, addr+nbytes)`
+/// must lie inside one live allocation on device `device`. Unknown, freed or out-of-range
+/// addresses are typed errors (107000), an inactive or reset device 107017.
+pub fn resolve(device: i64, addr: usize, nbytes: usize) -> Result<Resolved> {
+    let Some(mem) = active_memory(device)? else {
+        return Err(crate::error::DeviceError::Reset(device as u32).into());
+    };
+    memory::resolve_in(&mem, addr, nbytes)
+}
