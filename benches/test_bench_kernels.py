@@ -8,9 +8,8 @@ import mmap
 import npurt
 import numpy as np
 import pytest
-from npurt.bench import copies
+from npurt.bench import copies, throughput
 from npurt.bench import memory as membench
-from npurt.bench import throughput
 
 MiB = 1 << 20
 
