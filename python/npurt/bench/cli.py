@@ -27,6 +27,7 @@ import npurt
 
 from . import baselines as bl
 from . import copies as cp
+from . import kernels as kb
 from . import memory as mem
 from . import report as rep
 from . import throughput as tp
@@ -37,15 +38,18 @@ from .workloads import (
     check_correctness,
     event_hop_us,
     launch_rate,
+    numpy_tiny_rate,
     pocl_launch_rate,
     pocl_round_trip_us,
     round_trip_us,
+    tiny_event_hop_us,
+    tiny_launch_rate,
 )
 
 SCHEMA = 2
-WORKLOADS = ["runtime", "empty", "busy", "matmul256", "axpy", "mlp", "overlap", "memory"]
+WORKLOADS = ["runtime", "kernels", "empty", "busy", "matmul256", "matmul256_1block", "axpy", "mlp", "overlap", "memory"]
 BASELINES = ["python_threads", "numpy", "pocl", "numba_cudasim"]
-NUMPY_WORKLOADS = ("matmul256", "axpy", "mlp")  # where "numpy on the calling thread" means something
+NUMPY_WORKLOADS = ("matmul256", "matmul256_1block", "axpy", "mlp")  # where "numpy on the calling thread" means something
 KERNEL_BASELINES = ("empty", "axpy")  # the workloads PoCL and the numba simulator have kernels for
 
 
@@ -56,6 +60,7 @@ def machine() -> Dict[str, object]:
         "cpus": os.cpu_count(),
         "npurt": npurt.__version__,
         "config": npurt.get_config(),
+        "isa": npurt.isa_info(),  # CPU model and the ISA path of each kernel family
     }
 
 
@@ -66,7 +71,12 @@ def runtime_steps(quick: bool, reps: int, baselines: List[str], skipped: List[st
         Step(("launch_rate_per_s",), "launch rate", lambda: launch_rate(n_launch), reps),
         Step(("round_trip_us",), "round trip", lambda: round_trip_us(n_rt), reps),
         Step(("event_hop_us",), "event hop", lambda: event_hop_us(n_rt), reps),
+        Step(("tiny_launch_rate_per_s",), "tiny-kernel launch rate", lambda: tiny_launch_rate(n_launch // 2), reps),
+        Step(("tiny_event_hop_us",), "tiny-kernel event hop", lambda: tiny_event_hop_us(n_rt), reps),
     ]
+    if "numpy" in baselines:
+        steps.append(Step(("baseline_numpy_tiny_rate_per_s",), "numpy inline tiny add",
+                          lambda: numpy_tiny_rate(n_launch // 2), reps))
     if "python_threads" in baselines:
         steps += [
             Step(("baseline_python_threads_launch_rate_per_s",), "py-threads launch rate",
@@ -210,6 +220,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
         workloads = [w for w in workloads if w not in ("overlap", "memory")]
     baselines = list(BASELINES if baselines is None else baselines)
     batches = batches or {"mlp": [32] if quick else [1, 32, 128], "matmul256": [1]}
+    batches.setdefault("matmul256_1block", batches.get("matmul256", [1]))
     res: Dict[str, Any] = {
         "schema": SCHEMA,
         "machine": machine(),
@@ -222,6 +233,8 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
     steps: List[Step] = []
     if "runtime" in workloads:
         steps += runtime_steps(quick, reps, baselines, skipped)
+    if "kernels" in workloads:
+        steps += kb.steps(quick, reps, list(kb.CASES)) + [kb.one_core_step(quick, reps, list(kb.CASES))]
     steps += throughput_steps(quick, stream_counts, reps, workloads, batches, baselines, results, skipped)
     if "overlap" in workloads:
         steps += cp.overlap_steps(results, reps)
@@ -232,6 +245,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
         execute(steps, results, bar)
     finally:
         bar.close()
+    kb.merge_one_core(results)
     res["results"] = results
     res["skipped"] = skipped
     return res
@@ -239,24 +253,10 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
 
 def report(res: Dict[str, Any]) -> str:
     r = res["results"]
-    lines: List[str] = []
+    lines: List[str] = [rep.where(res["machine"])]
     if "launch_rate_per_s" in r:
-        lines.append(f"{'metric':44} {'npurt':>12} {'baseline':>12} {'ratio':>8}")
-        lr, rt = r["launch_rate_per_s"]["median"], r["round_trip_us"]["median"]
-        blr = r.get("baseline_python_threads_launch_rate_per_s", {}).get("median")
-        brt = r.get("baseline_python_threads_round_trip_us", {}).get("median")
-        lines += [
-            f"{'empty-kernel launch+run, one stream (/s)':44} {lr:12,.0f}"
-            + (f" {blr:12,.0f} {lr / blr:7.1f}x" if blr else ""),
-            f"{'submit + synchronize round trip (us)':44} {rt:12.2f}" + (f" {brt:12.2f} {brt / rt:7.1f}x" if brt else ""),
-            f"{'event record -> other stream waits (us)':44} {r['event_hop_us']['median']:12.2f}",
-        ]
-        if "baseline_pocl_launch_rate_per_s" in r:
-            plr, prt = r["baseline_pocl_launch_rate_per_s"]["median"], r["baseline_pocl_round_trip_us"]["median"]
-            lines += [
-                f"{'  vs PoCL: launch+run (/s)':44} {lr:12,.0f} {plr:12,.0f} {lr / plr:7.1f}x",
-                f"{'  vs PoCL: round trip (us)':44} {rt:12.2f} {prt:12.2f} {prt / rt:7.1f}x",
-            ]
+        lines += rep.runtime_lines(r)
+    lines += kb.table(r)
     if "throughput" in r:
         lines += rep.tables(r["throughput"], res["machine"]["config"]["worker_threads"])
     lines += cp.overlap_report(r)

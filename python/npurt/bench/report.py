@@ -210,3 +210,36 @@ def plot_all(tp: Dict[str, Any], cores: int, out: Path) -> List[Path]:
         if plot_workload(w, cores, p):
             written.append(p)
     return written
+
+
+def where(machine: Dict[str, Any]) -> str:
+    """The first line of every report: the CPU model and the ISA path each kernel family ran."""
+    isa = machine.get("isa") or {}
+    return isa.get("summary") or f"CPU: {machine.get('platform', '?')} (no ISA report)"
+
+
+def runtime_lines(r: Dict[str, Any]) -> List[str]:
+    """Launch, round-trip and event-hop lines (empty and tiny real kernels) with baselines."""
+    lines = [f"{'metric':44} {'npurt':>12} {'baseline':>12} {'ratio':>8}"]
+    lr, rt = r["launch_rate_per_s"]["median"], r["round_trip_us"]["median"]
+    blr = r.get("baseline_python_threads_launch_rate_per_s", {}).get("median")
+    brt = r.get("baseline_python_threads_round_trip_us", {}).get("median")
+    lines += [
+        f"{'empty-kernel launch+run, one stream (/s)':44} {lr:12,.0f}"
+        + (f" {blr:12,.0f} {lr / blr:7.1f}x" if blr else ""),
+        f"{'submit + synchronize round trip (us)':44} {rt:12.2f}" + (f" {brt:12.2f} {brt / rt:7.1f}x" if brt else ""),
+        f"{'event record -> other stream waits (us)':44} {r['event_hop_us']['median']:12.2f}",
+    ]
+    if "tiny_launch_rate_per_s" in r:
+        tl = r["tiny_launch_rate_per_s"]["median"]
+        nt = r.get("baseline_numpy_tiny_rate_per_s", {}).get("median")
+        lines.append(f"{'tiny add (1 elem, out=) launch+run (/s)':44} {tl:12,.0f}"
+                     + (f" {nt:12,.0f} {tl / nt:7.1f}x  (numpy inline)" if nt else ""))
+        lines.append(f"{'tiny op -> record -> wait -> tiny op (us)':44} {r['tiny_event_hop_us']['median']:12.2f}")
+    if "baseline_pocl_launch_rate_per_s" in r:
+        plr, prt = r["baseline_pocl_launch_rate_per_s"]["median"], r["baseline_pocl_round_trip_us"]["median"]
+        lines += [
+            f"{'  vs PoCL: launch+run (/s)':44} {lr:12,.0f} {plr:12,.0f} {lr / plr:7.1f}x",
+            f"{'  vs PoCL: round trip (us)':44} {rt:12.2f} {prt:12.2f} {prt / rt:7.1f}x",
+        ]
+    return lines

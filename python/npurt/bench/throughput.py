@@ -96,10 +96,11 @@ class Busy(Spec):
 
 
 class Matmul(Spec):
-    """``batch`` stacked 256x256 float32 matrices times one 256x256 matrix, one block."""
+    """``batch`` stacked 256x256 float32 matrices times one 256x256 matrix (default block plan)."""
 
-    name, label, item, batched = "matmul256", "256x256 float32 matmul (1 block)", "matmul", True
+    name, label, item, batched = "matmul256", "256x256 float32 matmul (default blocks)", "matmul", True
     n = 256
+    blocks: Any = None  # the default plan, as users call it
 
     def __init__(self, batch: int = 1) -> None:
         super().__init__(batch)
@@ -120,12 +121,20 @@ class Matmul(Spec):
         b = npurt.to_device(self.host["b"])
         outs = [npurt.full(self.shape, np.nan, stream=s) for s in streams]
         mm = npurt.matmul
-        return (lambda k, s: mm(a[k % VARIANTS], b, out=outs[k], stream=s, blocks=1)), outs
+        blocks = self.blocks
+        return (lambda k, s: mm(a[k % VARIANTS], b, out=outs[k], stream=s, blocks=blocks)), outs
 
     def numpy_state(self, n):
         a, b, mm = self.host["a"], self.host["b"], np.matmul
         outs = [np.full(self.shape, np.nan, np.float32) for _ in range(n)]
         return (lambda k: mm(a[k % VARIANTS], b, out=outs[k])), outs
+
+
+class Matmul1Block(Matmul):
+    """The same matmuls forced to one block each (one core per launch)."""
+
+    name, label = "matmul256_1block", "256x256 float32 matmul (1 block)"
+    blocks = 1
 
 
 class Axpy(Spec):
@@ -227,7 +236,7 @@ class Mlp(Spec):
         return run, outs
 
 
-SPECS = {c.name: c for c in (Empty, Busy, Matmul, Axpy, Mlp)}
+SPECS = {c.name: c for c in (Empty, Busy, Matmul, Matmul1Block, Axpy, Mlp)}
 
 
 @functools.lru_cache(maxsize=16)

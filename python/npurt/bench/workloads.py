@@ -9,6 +9,8 @@ import statistics
 import time
 from typing import List
 
+import numpy as np
+
 import npurt
 
 from . import baselines
@@ -103,6 +105,54 @@ def event_hop_us(n: int) -> float:
         empty(stream=b)
         b.synchronize()
         lat.append(time.perf_counter() - t)
+    a.destroy()
+    b.destroy()
+    return statistics.median(lat) * 1e6
+
+
+def tiny_launch_rate(n: int) -> float:
+    """Real kernels launched and run per second on one stream: a 1-element in-place add
+    (``npurt.add(t, 1.0, out=t, stream=s)``), as user code calls it; the result is checked."""
+    s = npurt.Stream()
+    t = npurt.zeros(1, stream=s)
+    add = npurt.add
+    t0 = time.perf_counter()
+    for _ in range(n):
+        add(t, 1.0, out=t, stream=s)
+    s.synchronize()
+    dt = time.perf_counter() - t0
+    got = float(t.to_host()[0])
+    s.destroy()
+    if got != float(n):
+        raise RuntimeError(f"tiny add: {n} launches left {got}, not {n}")
+    return n / dt
+
+
+def numpy_tiny_rate(n: int) -> float:
+    """The same 1-element add done inline by numpy (``np.add(x, 1.0, out=x)``) per second."""
+    x = np.zeros(1, np.float32)
+    add = np.add
+    t0 = time.perf_counter()
+    for _ in range(n):
+        add(x, 1.0, out=x)
+    return n / (time.perf_counter() - t0)
+
+
+def tiny_event_hop_us(n: int) -> float:
+    """Tiny add on stream A → record → stream B waits → tiny add on B → synchronize B."""
+    a, b = npurt.Stream(), npurt.Stream()
+    ev = npurt.Event()
+    x, y = npurt.zeros(1, stream=a), npurt.zeros(1, stream=b)
+    add, clock = npurt.add, time.perf_counter
+    lat = []
+    for _ in range(n):
+        t = clock()
+        add(x, 1.0, out=x, stream=a)
+        ev.record(a)
+        b.wait_event(ev)
+        add(y, 1.0, out=y, stream=b)
+        b.synchronize()
+        lat.append(clock() - t)
     a.destroy()
     b.destroy()
     return statistics.median(lat) * 1e6

@@ -80,12 +80,6 @@ impl DeviceShared {
         self.jobs_len.load(Acquire) > 0 || self.ready.iter().any(|q| !q.is_empty())
     }
 
-    /// True if a stream of priority `p` or higher (numerically ≤ `p`) is ready.
-    fn ready_at_or_above(&self, p: u8) -> bool {
-        let p = (p as usize).min(PRIORITY_LEVELS - 1);
-        self.ready[..=p].iter().any(|q| !q.is_empty())
-    }
-
     /// Pops a ready stream: highest priority first, but every eighth pick starts from the
     /// lowest level so low-priority streams cannot starve.
     fn pop_ready(&self, picks: &mut u32) -> Option<Arc<StreamInner>> {

@@ -55,20 +55,13 @@ pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
 }
 
 impl Worker {
-    /// The next work: a ready stream before helping a published job, unless the job's
-    /// stream has a higher priority than every ready stream. So a lone multi-block launch
-    /// gets every idle core, while launches on several streams each run on the core that
-    /// took them instead of all cores queueing behind one job after another.
+    /// The next work: a published job's blocks first (a multi-block launch gets every
+    /// idle core), else a ready stream.
     fn find(&mut self) -> Option<Work> {
-        let Some(job) = self.dev.current_job() else {
-            return self.dev.pop_ready(&mut self.picks).map(Work::Stream);
-        };
-        if self.dev.ready_at_or_above(job.stream.priority) {
-            if let Some(s) = self.dev.pop_ready(&mut self.picks) {
-                return Some(Work::Stream(s));
-            }
+        if let Some(j) = self.dev.current_job() {
+            return Some(Work::Job(j));
         }
-        Some(Work::Job(job))
+        self.dev.pop_ready(&mut self.picks).map(Work::Stream)
     }
 
     /// Becomes a searcher if the notifier allows one more (true if this worker is one).
