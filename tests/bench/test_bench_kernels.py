@@ -4,7 +4,6 @@ counts keep these fast; no test asserts a speed."""
 
 import json
 
-import npurt
 import pytest
 from npurt.bench import cli, workloads
 from npurt.bench import kernels as kb
