@@ -45,6 +45,19 @@ pub fn malloc(nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
     memory::malloc_charged(ctx.0.quota.get(), &ctx.0.mem, nbytes, policy)
 }
 
+/// [`malloc`] for a `device=` argument: none, or the current context's device, allocates
+/// through the current context (its memory limit applies); another device allocates on that
+/// device's memory (starting it if needed) outside any context's limit.
+pub fn malloc_for(device: Option<i64>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    match device {
+        None => malloc(nbytes, policy),
+        Some(id) if current::current_context_strict().ok().map(|c| c.device() as i64) == Some(id) => {
+            malloc(nbytes, policy)
+        }
+        Some(id) => memory::malloc_on(&device_memory(id)?, nbytes, policy),
+    }
+}
+
 /// Validates a raw device pointer (e.g. from an `aclrt*`-style API): `[addr, addr+nbytes)`
 /// must lie inside one live allocation on device `device`. Unknown, freed or out-of-range
 /// addresses are typed errors (107000), an inactive or reset device 107017.

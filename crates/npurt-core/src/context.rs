@@ -5,7 +5,7 @@
 use crate::error::{DeviceError, Error, Result};
 use crate::executor::DeviceShared;
 use crate::memory::CtxQuota;
-use crate::stream::{Stream, StreamInner, LOWEST_PRIORITY};
+use crate::stream::{Stream, StreamInner, StreamList, LOWEST_PRIORITY};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
@@ -22,10 +22,8 @@ pub struct ContextInner {
     /// The device's memory (allocations on the current context come from it).
     pub(crate) mem: Arc<crate::memory::DeviceMemory>,
     default_stream: Arc<StreamInner>,
-    streams: Mutex<Vec<Arc<StreamInner>>>,
-    /// Released streams whose queued work has not finished yet: device and context
-    /// synchronisation and teardown still wait for them.
-    draining: Mutex<Vec<Arc<StreamInner>>>,
+    /// The user streams (each holds a Weak to this list).
+    streams: Arc<StreamList>,
     alive: AtomicBool,
     explicit: bool,
     /// Memory limit of the context, created when one is first set.
@@ -88,14 +86,13 @@ impl ContextInner {
         let explicit = owner.strong_count() > 0;
         LIVE_CONTEXTS.fetch_add(1, Relaxed);
         let id = NEXT_CTX_ID.fetch_add(1, Relaxed);
-        Arc::new_cyclic(|weak| ContextInner {
+        Arc::new(ContextInner {
             id,
             device: dev.ordinal,
-            default_stream: StreamInner::new(dev.clone(), weak.clone(), id, 0, true),
+            default_stream: StreamInner::new(dev.clone(), Weak::new(), id, 0, true),
             dev,
             mem,
-            streams: Mutex::new(Vec::new()),
-            draining: Mutex::new(Vec::new()),
+            streams: Arc::default(),
             alive: AtomicBool::new(true),
             explicit,
             quota: OnceLock::new(),
@@ -117,32 +114,16 @@ impl ContextInner {
         Ok(())
     }
 
-    /// Unregisters a destroyed or released stream; one with queued work is kept on the
-    /// draining list until that work is done.
-    pub(crate) fn forget_stream(&self, s: &Arc<StreamInner>) {
-        let mut v = self.streams.lock();
-        let before = v.len();
-        v.retain(|x| !Arc::ptr_eq(x, s));
-        crate::stream::count_user_streams(v.len() as isize - before as isize);
-        drop(v);
-        let mut d = self.draining.lock();
-        d.retain(|x| x.timeline.completed() < x.queue.tail());
-        if s.timeline.completed() < s.queue.tail() {
-            d.push(s.clone());
-        }
-    }
-
     /// Every stream whose work a synchronize must wait for.
     pub(crate) fn all_streams(&self) -> Vec<Arc<StreamInner>> {
         let mut all = vec![self.default_stream.clone()];
-        all.extend(self.streams.lock().iter().cloned());
-        all.extend(self.draining.lock().iter().cloned());
+        all.extend(self.streams.all());
         all
     }
 
     /// User streams still registered (not destroyed).
     pub(crate) fn stream_count(&self) -> usize {
-        self.streams.lock().len()
+        self.streams.len()
     }
 
     /// Waits for all streams of this context; true if all finished before `deadline`.
@@ -152,14 +133,14 @@ impl ContextInner {
             s.wait_all(left)
         });
         if done {
-            self.draining.lock().retain(|x| x.timeline.completed() < x.queue.tail());
+            self.streams.prune_draining();
         }
         done
     }
 
     /// First sticky error among this context's streams.
     pub(crate) fn first_error(&self) -> Result<()> {
-        let streams: Vec<_> = self.streams.lock().clone();
+        let streams = self.streams.user();
         for s in std::iter::once(&self.default_stream).chain(streams.iter()) {
             s.check_usable()?;
         }
@@ -169,9 +150,7 @@ impl ContextInner {
     /// Marks the context and all its streams dead and drops the registry.
     pub(crate) fn retire(&self) {
         self.alive.store(false, Release);
-        let streams = std::mem::take(&mut *self.streams.lock());
-        self.draining.lock().clear();
-        crate::stream::count_user_streams(-(streams.len() as isize));
+        let streams = self.streams.take();
         for s in &streams {
             s.retire(false);
         }
@@ -248,13 +227,12 @@ impl Context {
         }
         let s = StreamInner::new(
             self.0.dev.clone(),
-            Arc::downgrade(&self.0),
+            Arc::downgrade(&self.0.streams),
             self.0.id,
             priority as u8,
             false,
         );
-        self.0.streams.lock().push(s.clone());
-        crate::stream::count_user_streams(1);
+        self.0.streams.push(s.clone());
         Ok(Stream(s))
     }
 

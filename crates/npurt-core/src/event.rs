@@ -151,3 +151,23 @@ impl Event {
         Ok((b as f64 - a as f64) / 1e6)
     }
 }
+
+/// Stream-side waits on events (here, above the stream layer, so streams need not know events).
+impl Stream {
+    /// Makes later work on this stream wait until `event`'s recorded work is done.
+    /// An event that was never recorded imposes no wait.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.wait_event_timeout(event, None)
+    }
+
+    /// Like [`wait_event`](Self::wait_event), but if the event's work is not done within
+    /// `timeout` of the wait reaching the head of this stream, the stream fails with a wait
+    /// timeout (ACL 107019, sticky) instead of waiting forever.
+    pub fn wait_event_timeout(&self, event: &Event, timeout: Option<Duration>) -> Result<()> {
+        self.0.check_usable()?;
+        if let Some((on, target)) = event.point()? {
+            self.wait_point(on, target, timeout)?;
+        }
+        Ok(())
+    }
+}

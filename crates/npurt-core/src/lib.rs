@@ -28,11 +28,12 @@
 //! 1. base: [`error`] (with the [`AclCode`] table), [`config`], [`clock`], `sync` (the
 //!    loom shim), [`kernel`], [`profiler`], [`thread_role`];
 //! 2. the stream's parts: `stream::{queue, sched_state, timeline, task}`;
-//! 3. the scheduler and what it schedules: [`executor`] ⇄ [`stream`] ⇄ [`event`] (the one
-//!    inherent circle: a stream puts itself on its device's ready list, workers run it);
-//! 4. [`memory`]: device memory, buffers, copies (copies are stream tasks);
-//! 5. [`context`] (a context owns its streams and memory; a stream's `Weak` back-pointer to
-//!    its context is the one upward edge);
+//! 3. the scheduler and what it schedules: [`executor`] ⇄ [`stream`] (the one inherent
+//!    circle: a stream puts itself on its device's ready list, workers run its tasks); a
+//!    stream reaches its context's stream list only through a `Weak` (`stream::StreamList`);
+//! 4. [`event`] (points on streams; `Stream::wait_event` lives there) and [`memory`]
+//!    (device memory, buffers, copies; copies are stream tasks);
+//! 5. [`context`]: a context owns its streams and memory;
 //! 6. [`device`] (one active device) and [`registry`] (the process-wide registry with ACL's
 //!    reference-counted lifetime);
 //! 7. the per-thread fronts: [`current`] (current context and stream, lazy device 0) and

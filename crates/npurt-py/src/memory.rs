@@ -8,8 +8,8 @@ use crate::device::device_id;
 use crate::errors::{to_py, value_error, IntoPy};
 use crate::host::PyHostBuffer;
 use npurt_core::alloc;
-use npurt_core::memory::{self, AnyBuffer, BufferView, DeviceBuffer, DeviceMemory, PagePolicy};
-use npurt_core::{current, Error};
+use npurt_core::memory::{AnyBuffer, BufferView, DeviceBuffer, DeviceMemory, PagePolicy};
+use npurt_core::Error;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyInt, PyModule, PyTuple};
@@ -300,19 +300,14 @@ pub(crate) fn malloc(
 ) -> PyResult<PyDeviceBuffer> {
     let n = size_arg(nbytes, "nbytes")?;
     let policy = policy_arg(policy)?;
-    let mem = match device.filter(|d| !d.is_none()) {
-        None => None,
-        // The current device by id: the current context's memory limit applies too.
-        Some(d) if current::current_context_strict().ok().map(|c| c.device()) == Some(device_id(d)? as u32) => None,
-        Some(_) => Some(memory_for(py, device)?),
-    };
-    let alloc = || match &mem {
-        None => alloc::malloc(n, policy),
-        Some(m) => memory::malloc_on(m, n, policy),
-    };
+    let dev = device.filter(|d| !d.is_none()).map(device_id).transpose()?;
+    // Which context `device=` means (and so whether its memory limit applies) is core's
+    // rule: `alloc::malloc_for`.
+    let alloc = || alloc::malloc_for(dev, n, policy);
     // Small blocks come from the pool's caches in tens of nanoseconds; a large request may
-    // map or unmap segments (or fault huge pages in), so it runs without the GIL.
-    let b = detach_above(py, n, GIL_FREE_ALLOC, alloc);
+    // map or unmap segments (or fault huge pages in), and another device may have to start,
+    // so those run without the GIL.
+    let b = detach_above(py, if dev.is_some() { usize::MAX } else { n }, GIL_FREE_ALLOC, alloc);
     Ok(PyDeviceBuffer::wrap(b.py_err()?))
 }
 

@@ -5,16 +5,16 @@
 //! then one `fetch_or` on the scheduling word; only the push that wakes an idle stream
 //! touches the device's ready list.
 
+mod list;
 pub(crate) mod queue;
 pub(crate) mod sched_state;
 pub mod task;
 pub(crate) mod timeline;
 
-use crate::context::ContextInner;
 use crate::error::{DeviceError, Error, Result, StreamError, TaskError};
-use crate::event::Event;
 use crate::executor::DeviceShared;
 use crate::kernel::Kernel;
+pub(crate) use list::StreamList;
 use parking_lot::Mutex;
 use queue::TaskQueue;
 use sched_state::SchedState;
@@ -51,7 +51,8 @@ pub struct StreamInner {
     pub(crate) id: u64,
     pub(crate) priority: u8,
     pub(crate) dev: Arc<DeviceShared>,
-    pub(crate) ctx: Weak<ContextInner>,
+    /// The user-stream list of the stream's context (empty for a default stream).
+    pub(crate) list: Weak<StreamList>,
     pub(crate) ctx_id: u64,
     pub(crate) queue: TaskQueue<Task>,
     pub(crate) sched: SchedState,
@@ -67,7 +68,7 @@ pub struct StreamInner {
 impl StreamInner {
     pub(crate) fn new(
         dev: Arc<DeviceShared>,
-        ctx: Weak<ContextInner>,
+        list: Weak<StreamList>,
         ctx_id: u64,
         priority: u8,
         is_default: bool,
@@ -77,7 +78,7 @@ impl StreamInner {
             id: NEXT_STREAM_ID.fetch_add(1, Relaxed),
             priority,
             dev,
-            ctx,
+            list,
             ctx_id,
             queue: TaskQueue::new(depth),
             sched: SchedState::new(),
@@ -280,23 +281,6 @@ impl Stream {
         self.try_op(Op::Engine(engine, op))
     }
 
-    /// Makes later work on this stream wait until `event`'s recorded work is done.
-    /// An event that was never recorded imposes no wait.
-    pub fn wait_event(&self, event: &Event) -> Result<()> {
-        self.wait_event_timeout(event, None)
-    }
-
-    /// Like [`wait_event`](Self::wait_event), but if the event's work is not done within
-    /// `timeout` of the wait reaching the head of this stream, the stream fails with a wait
-    /// timeout (ACL 107019, sticky) instead of waiting forever.
-    pub fn wait_event_timeout(&self, event: &Event, timeout: Option<Duration>) -> Result<()> {
-        self.0.check_usable()?;
-        if let Some((on, target)) = event.point()? {
-            self.wait_point(on, target, timeout)?;
-        }
-        Ok(())
-    }
-
     /// Makes later work on this stream wait for everything submitted to `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.0.check_usable()?;
@@ -307,7 +291,8 @@ impl Stream {
         self.wait_point(other.0.clone(), other.0.queue.tail(), None)
     }
 
-    fn wait_point(&self, on: Arc<StreamInner>, target: u64, timeout: Option<Duration>) -> Result<()> {
+    /// Orders later work on this stream after `on` reached `target` (a device-side wait).
+    pub(crate) fn wait_point(&self, on: Arc<StreamInner>, target: u64, timeout: Option<Duration>) -> Result<()> {
         if Arc::ptr_eq(&on, &self.0) || on.timeline.completed() >= target {
             return Ok(()); // already ordered (same stream) or already satisfied
         }
@@ -368,8 +353,8 @@ impl Stream {
             self.0.wait_all(None);
         }
         self.0.retire(force);
-        if let Some(ctx) = self.0.ctx.upgrade() {
-            ctx.forget_stream(&self.0);
+        if let Some(list) = self.0.list.upgrade() {
+            list.forget(&self.0);
         }
         Ok(())
     }
@@ -381,8 +366,8 @@ impl Stream {
             return;
         }
         self.0.retire(false);
-        if let Some(ctx) = self.0.ctx.upgrade() {
-            ctx.forget_stream(&self.0);
+        if let Some(list) = self.0.list.upgrade() {
+            list.forget(&self.0);
         }
     }
 
