@@ -9,7 +9,7 @@ import threading
 import npurt
 import numpy as np
 import pytest
-from helpers import LONG
+from helpers import LONG, run_python
 
 N = 1 << 12  # elements
 
@@ -362,3 +362,33 @@ def test_array_dropped_while_its_async_copies_are_queued(stream):
     ev.set()
     stream.synchronize(timeout=LONG)
     np.testing.assert_array_equal(out.numpy(np.float32), x)
+
+
+@pytest.mark.parametrize("direction", ["d2h", "h2d"])
+def test_array_copy_into_a_full_stream_waits_for_room_without_the_gil(direction):
+    code = f"""
+        import time, numpy as np, npurt
+        s, t = npurt.Stream(), npurt.Stream()
+        a = npurt.zeros(16)
+        npurt.kernels.busy(0.5, stream=t)
+        npurt.add(a, 1.0, out=a, stream=t)   # a's last writer: t, still pending
+        s.launch_host_func(time.sleep, 0.2)  # needs the GIL back when the sleep ends
+        time.sleep(0.05)
+        for _ in range(4):
+            npurt.kernels.empty(stream=s)    # the ring (depth 4) is now full
+        h = npurt.malloc_host(64)
+        if "{direction}" == "d2h":
+            npurt.memcpy_async(h, a, s)      # s must wait for t: that wait needs room
+        else:
+            h.numpy(np.float32)[:] = 2
+            npurt.memcpy_async(a, h, s)
+            npurt.memcpy_async(h, a, s)
+        s.synchronize(timeout=5)
+        print(h.numpy(np.float32)[0])
+        """
+    try:
+        r = run_python(code, env={"NPURT_STREAM_QUEUE_DEPTH": "4"}, timeout=10)
+    except Exception as e:  # subprocess.TimeoutExpired: the interpreter hung
+        pytest.fail(f"deadlock: {e}")
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.strip()) == (1.0 if direction == "d2h" else 2.0)

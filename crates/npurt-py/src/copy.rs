@@ -17,7 +17,7 @@ use crate::stream::{stream_or_current, submit};
 use npurt_core::memory::{self, AnyBuffer, Buffer};
 use npurt_core::stream::Pending;
 use npurt_core::Stream;
-use npurt_kernels::copies;
+use npurt_kernels::copies::{self, Side};
 use pyo3::prelude::*;
 
 /// Copies now, on this thread (after the pending writes of array operands).
@@ -69,6 +69,15 @@ fn finish(py: Python<'_>, st: &Stream, r: Result<Result<u64, Pending>, npurt_ker
     }
 }
 
+/// Queues a copy between npurt memory. With an array side, the ordering waits it queues
+/// may have to wait for room in a full ring, so the whole call runs without the GIL.
+fn queue_copy(py: Python<'_>, st: &Stream, d: Side<'_>, s: Side<'_>, n: Option<usize>, arrays: bool) -> PyResult<()> {
+    if arrays {
+        return py.detach(|| copies::memcpy_async(d, s, n, st)).map(drop).map_err(array_err);
+    }
+    finish(py, st, copies::try_memcpy_async(d, s, n, st))
+}
+
 /// Queues a copy on `stream` (None: the current stream) and returns (ACL
 /// `aclrtMemcpyAsync`). Between npurt memory (arrays, buffers, numpy views of HostBuffers)
 /// it runs on the stream's copy engine in stream order and keeps both sides alive until
@@ -89,16 +98,15 @@ pub(crate) fn memcpy_async(
     let st = stream_or_current(stream)?;
     let (d, s) = (operand(dst, "dst", true)?, operand(src, "src", false)?);
     match (d.side(), s.side()) {
-        (Some(ds), Some(ss)) => finish(py, &st, copies::try_memcpy_async(ds, ss, n, &st)),
+        (Some(ds), Some(ss)) => {
+            let arrays = d.tensor().is_some() || s.tensor().is_some();
+            queue_copy(py, &st, ds, ss, n, arrays)
+        }
         (Some(ds), None) => {
             d.check()?;
             let n = memory::copy_size("memcpy_async", d.cap()?, s.cap()?, n).py_err()?;
             let staging = stage(py, &s, n)?;
-            finish(
-                py,
-                &st,
-                copies::try_memcpy_async(ds, copies::Side::Buf(&staging), Some(n), &st),
-            )
+            queue_copy(py, &st, ds, Side::Buf(&staging), Some(n), d.tensor().is_some())
         }
         (None, _) => {
             s.check()?;
