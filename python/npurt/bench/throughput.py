@@ -366,7 +366,7 @@ def check(runner: Any, cores: int) -> Dict[str, Any]:
         if hasattr(runner, "order_check"):
             runner.order_check()
         if sp.name == "busy":
-            n = 4 * min(cores, runner.n) if runner.n > 1 else 4
+            n = 32 * min(cores, runner.n) if runner.n > 1 else 32  # enough launches that a stall of a few ms cannot hide a fake
             rate = sample(runner, n)
             bound = cores / sp.kernel_s * 1.1
             if rate > bound:
