@@ -234,7 +234,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
     if "runtime" in workloads:
         steps += runtime_steps(quick, reps, baselines, skipped)
     if "kernels" in workloads:
-        steps += kb.steps(quick, reps, list(kb.CASES)) + [kb.one_core_step(quick, reps, list(kb.CASES))]
+        steps += kb.child_steps(quick, reps, list(kb.CASES))
     steps += throughput_steps(quick, stream_counts, reps, workloads, batches, baselines, results, skipped)
     if "overlap" in workloads:
         steps += cp.overlap_steps(results, reps)
@@ -245,7 +245,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
         execute(steps, results, bar)
     finally:
         bar.close()
-    kb.merge_one_core(results)
+    kb.merge_children(results)
     res["results"] = results
     res["skipped"] = skipped
     return res

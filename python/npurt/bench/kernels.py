@@ -5,9 +5,10 @@ Cases: f32 matmul 1024³ and 256³ (GFLOP/s), axpy over 16M f32 (GB/s, 12 bytes 
 element), softmax and layer_norm over (4096, 1024) f32 (GB/s, 8 bytes per element: one
 read, one write). npurt runs its default paths (``npurt.matmul(a, b, out=c)``, no
 ``blocks=``) on one stream and synchronizes after each call; numpy runs the same maths with
-``out=`` where it has one. "One core" runs the whole section again in a child process with
-``NPURT_WORKER_THREADS=1`` and numpy's BLAS pinned to one thread (``OPENBLAS_NUM_THREADS=1``
-and friends), so both runtimes get exactly one core. Every figure is the median of
+``out=`` where it has one. Each runtime runs in a child process of its own (numpy's BLAS
+threads spin after a call and would steal a core from npurt's workers in a shared process);
+"one core" children get ``NPURT_WORKER_THREADS=1`` and numpy's BLAS pinned to one thread
+(``OPENBLAS_NUM_THREADS=1`` and friends), so both runtimes get exactly one core. Every figure is the median of
 ``reps`` samples after a warm-up; each case is checked once against numpy.
 """
 
@@ -140,11 +141,12 @@ def _ref_layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (x - m) / np.sqrt(x.var(axis=-1, keepdims=True) + 1e-5) * w + b
 
 
-def steps(quick: bool, reps: int, cases: List[str], where: str = "all_cores") -> List[Step]:
-    """One npurt and one numpy figure per case; results under ``kernels/<case>/<where>``."""
+def steps(quick: bool, reps: int, cases: List[str], impls: Tuple[str, ...] = ("npurt", "numpy"),
+          where: str = "all_cores") -> List[Step]:
+    """Figures of ``impls`` per case, under ``kernels/<case>/<where>/<impl>``."""
     out: List[Step] = []
     for name in cases:
-        for impl in ("npurt", "numpy"):
+        for impl in impls:
             out.append(Step(("kernels", name, where, impl), f"{name} {impl} ({where.replace('_', ' ')})",
                             lambda c, impl=impl: c.rate(impl), reps,
                             make=lambda name=name: Case(name, quick),
@@ -153,32 +155,42 @@ def steps(quick: bool, reps: int, cases: List[str], where: str = "all_cores") ->
     return out
 
 
-def one_core_step(quick: bool, reps: int, cases: List[str]) -> Step:
-    """The same section in a child with one npurt worker and one BLAS thread."""
-
-    def run() -> Any:
-        env = dict(os.environ, **_ONE_CORE_ENV)
-        args = [sys.executable, "-m", "npurt.bench.kernels", "--reps", str(reps), "--cases", ",".join(cases)]
-        if quick:
-            args.append("--quick")
-        p = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
-        return json.loads(p.stdout)
-
-    return Step(("kernels_one_core",), "kernels on one core (child process)", raw=run)
+def child_steps(quick: bool, reps: int, cases: List[str]) -> List[Step]:
+    """Each runtime on all cores and on one core, each in a child process of its own: numpy's
+    BLAS threads keep spinning after a call and would take a core from npurt's workers (and
+    npurt's workers, briefly, from numpy) if both ran in one process."""
+    out = []
+    for where, env in (("all_cores", {}), ("one_core", _ONE_CORE_ENV)):
+        for impl in ("npurt", "numpy"):
+            out.append(Step(("kernels_child", where, impl), f"kernels: {impl}, {where.replace('_', ' ')} (child)",
+                            raw=lambda impl=impl, where=where, env=env: _child(quick, reps, cases, impl, where, env)))
+    return out
 
 
-def merge_one_core(results: Dict[str, Any]) -> None:
-    """Moves the child's figures to ``kernels/<case>/one_core``."""
-    child = results.pop("kernels_one_core", None)
-    if not isinstance(child, dict) or "kernels" not in child:
-        if child:
-            results.setdefault("kernels_errors", []).append(child.get("error"))
-        return
-    for name, per in child["kernels"].items():
-        if "all_cores" in per:
-            results.setdefault("kernels", {}).setdefault(name, {})["one_core"] = per["all_cores"]
+def _child(quick: bool, reps: int, cases: List[str], impl: str, where: str, env: Dict[str, str]) -> Any:
+    args = [sys.executable, "-m", "npurt.bench.kernels", "--reps", str(reps), "--cases", ",".join(cases),
+            "--impl", impl, "--where", where]
+    if quick:
+        args.append("--quick")
+    p = subprocess.run(args, env=dict(os.environ, **env), capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(f"kernels child ({impl}, {where}) failed: {(p.stderr or p.stdout).strip()[-400:]}")
+    return json.loads(p.stdout)
+
+
+def merge_children(results: Dict[str, Any]) -> None:
+    """Folds the children's figures into ``kernels/<case>/<where>/<impl>`` (+ ``check``)."""
+    children = results.pop("kernels_child", None) or {}
+    ks = results.setdefault("kernels", {})
+    for per_where in children.values():
+        for child in per_where.values():
+            for name, per in child.get("kernels", {}).items():
+                dst = ks.setdefault(name, {})
+                for key, val in per.items():
+                    if isinstance(val, dict):
+                        dst.setdefault(key, {}).update(val)
+                    elif key == "check":
+                        dst[key] = val if dst.get(key) in (None, "ok") else dst[key]
 
 
 def table(results: Dict[str, Any]) -> List[str]:
@@ -209,9 +221,12 @@ def main(argv: List[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--impl", choices=("npurt", "numpy", "both"), default="both")
+    p.add_argument("--where", default="all_cores")
     a = p.parse_args(argv)
+    impls = ("npurt", "numpy") if a.impl == "both" else (a.impl,)
     results: Dict[str, Any] = {}
-    execute(steps(a.quick, a.reps, a.cases.split(",")), results, Progress(1, False))
+    execute(steps(a.quick, a.reps, a.cases.split(","), impls, a.where), results, Progress(1, False))
     json.dump(results, sys.stdout)
 
 
