@@ -106,22 +106,26 @@ impl Family {
         }
     }
 
-    /// The highest path the family has code for.
+    /// The highest path the family runs (AVX-512 only where it measured faster; see the
+    /// crate README). Inside a family a few kernels stop lower where that measured faster:
+    /// float→int casts run AVX2; max/min/argmax and column-wise sums run the portable code.
     pub const fn best(self) -> Isa {
         match self {
-            Family::Gemm => Isa::Avx512,
-            Family::Elementwise | Family::Cast | Family::Softmax | Family::Norm | Family::Reduce => Isa::Avx2,
+            Family::Gemm | Family::Elementwise | Family::Cast | Family::Softmax | Family::Reduce => Isa::Avx512,
+            // AVX-512 measured slower than AVX2 for f32 rows (faster for f16/bf16).
+            Family::Norm => Isa::Avx2,
         }
     }
 }
 
-/// Calls `$k.$method::<$T, ...>($args, ...)` (generics given with their bounds) compiled for the path of `$family`: the
+/// Calls `$k.$method::<$T, ...>($args, ...)` (generics given with their bounds) compiled for `$level` (an
+/// [`Isa`] no higher than [`level`], usually `path(family)`): the
 /// AVX-512 and AVX2 copies are the same Rust code under `#[target_feature]` (so the method
 /// and everything it calls must be `#[inline(always)]` to be compiled for the level). The
 /// compiler never fuses a multiply and an add on its own, so every copy gives the same
 /// bits as the portable one (tested).
 macro_rules! isa_call {
-    ($family:expr, $K:ty, $k:expr, $method:ident::<$($T:ident: $B:path),+>($($a:ident: $t:ty),*)) => {{
+    ($level:expr, $K:ty, $k:expr, $method:ident::<$($T:ident: $B:path),+>($($a:ident: $t:ty),*)) => {{
         #[cfg(target_arch = "x86_64")]
         {
             #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
@@ -132,8 +136,8 @@ macro_rules! isa_call {
             unsafe fn v3<$($T: $B),+>(k: &$K, $($a: $t),*) {
                 k.$method::<$($T),+>($($a),*)
             }
-            match $crate::isa::path($family) {
-                // SAFETY: path() never exceeds the detected level, so the CPU has the
+            match $level {
+                // SAFETY: the level never exceeds the detected one (caller), so the CPU has the
                 // features each copy is compiled for.
                 $crate::isa::Isa::Avx512 => unsafe { v4::<$($T),+>($k, $($a),*) },
                 // SAFETY: as above.
@@ -143,7 +147,7 @@ macro_rules! isa_call {
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            let _ = $family;
+            let _: $crate::isa::Isa = $level;
             $k.$method::<$($T),+>($($a),*)
         }
     }};

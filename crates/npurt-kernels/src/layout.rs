@@ -56,55 +56,90 @@ impl<const N: usize> Strided<N> {
         *self.strides.last().expect("at least one dim")
     }
 
-    /// Calls `f(offsets, len)` for each run of the row-major flat range `[start, end)`:
-    /// `offsets[k]` is operand k's element offset of the run's first element; the run
-    /// continues along the innermost dim with [`Strided::inner_strides`].
+    /// Calls `f(offsets, len)` for each run of [`Strided::runs`].
     #[inline(always)]
     pub(crate) fn for_each_run(&self, start: usize, end: usize, mut f: impl FnMut([isize; N], usize)) {
-        let end = end.min(self.numel);
-        if start >= end {
-            return;
+        for (off, n) in self.runs(start, end) {
+            f(off, n);
         }
+    }
+
+    /// The runs of the row-major flat range `[start, end)`: `(offsets, len)`, where
+    /// `offsets[k]` is operand k's element offset of the run's first element; the run
+    /// continues along the innermost dim with [`Strided::inner_strides`]. A loop over it
+    /// keeps the per-run work in the caller's body (a closure may be compiled out of line,
+    /// without the caller's `#[target_feature]`s).
+    #[inline(always)]
+    pub(crate) fn runs(&self, start: usize, end: usize) -> Runs<'_, N> {
+        let end = end.min(self.numel);
         let nd = self.shape.len();
         let mut idx: smallvec::SmallVec<[usize; 6]> = smallvec::smallvec![0usize; nd];
-        let mut rem = start;
-        for d in (0..nd).rev() {
-            idx[d] = rem % self.shape[d];
-            rem /= self.shape[d];
-        }
         let mut off = [0isize; N];
-        for d in 0..nd {
-            for k in 0..N {
-                off[k] += idx[d] as isize * self.strides[d][k];
+        if start < end {
+            let mut rem = start;
+            for d in (0..nd).rev() {
+                idx[d] = rem % self.shape[d];
+                rem /= self.shape[d];
+            }
+            for d in 0..nd {
+                for k in 0..N {
+                    off[k] += idx[d] as isize * self.strides[d][k];
+                }
             }
         }
-        let inner = self.shape[nd - 1];
-        let mut pos = start;
-        loop {
-            let run = (inner - idx[nd - 1]).min(end - pos);
-            f(off, run);
-            pos += run;
-            if pos >= end {
-                return;
-            }
+        Runs {
+            st: self,
+            idx,
+            off,
+            pos: start,
+            end,
+        }
+    }
+}
+
+/// Iterator of [`Strided::runs`].
+pub(crate) struct Runs<'a, const N: usize> {
+    st: &'a Strided<N>,
+    idx: smallvec::SmallVec<[usize; 6]>,
+    off: [isize; N],
+    pos: usize,
+    end: usize,
+}
+
+#[allow(clippy::needless_range_loop)]
+impl<const N: usize> Iterator for Runs<'_, N> {
+    type Item = ([isize; N], usize);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<([isize; N], usize)> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let (shape, strides) = (&self.st.shape, &self.st.strides);
+        let nd = shape.len();
+        let run = (shape[nd - 1] - self.idx[nd - 1]).min(self.end - self.pos);
+        let cur = self.off;
+        self.pos += run;
+        if self.pos < self.end {
             // Advance by `run` along the inner dim, carrying into outer dims.
             let mut d = nd - 1;
-            idx[d] += run;
+            self.idx[d] += run;
             for k in 0..N {
-                off[k] += run as isize * self.strides[d][k];
+                self.off[k] += run as isize * strides[d][k];
             }
-            while idx[d] == self.shape[d] && d > 0 {
+            while self.idx[d] == shape[d] && d > 0 {
                 for k in 0..N {
-                    off[k] -= self.shape[d] as isize * self.strides[d][k];
+                    self.off[k] -= shape[d] as isize * strides[d][k];
                 }
-                idx[d] = 0;
+                self.idx[d] = 0;
                 d -= 1;
-                idx[d] += 1;
+                self.idx[d] += 1;
                 for k in 0..N {
-                    off[k] += self.strides[d][k];
+                    self.off[k] += strides[d][k];
                 }
             }
         }
+        Some((cur, run))
     }
 }
 

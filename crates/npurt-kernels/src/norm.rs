@@ -324,7 +324,7 @@ impl RowKernel {
             RowOp::Softmax | RowOp::LogSoftmax => Family::Softmax,
             RowOp::LayerNorm { .. } | RowOp::RmsNorm { .. } => Family::Norm,
         };
-        isa_call!(family, RowKernel, self, run::<T: Elem>(s: usize, e: usize))
+        isa_call!(crate::isa::path(family), RowKernel, self, run::<T: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]
@@ -338,7 +338,7 @@ impl RowKernel {
         let mut buf = if direct { Vec::new() } else { vec![0f32; n] };
         let (po, px) = (self.out.ptr::<T>(), self.x.ptr::<T>() as *const T);
         let [oi, xi] = self.rows.inner_strides();
-        self.rows.for_each_run(s, e, |off, runs| {
+        for (off, runs) in self.rows.runs(s, e) {
             for j in 0..runs as isize {
                 let (o, x) = (po.wrapping_offset(off[0] + j * oi), px.wrapping_offset(off[1] + j * xi));
                 if direct {
@@ -366,7 +366,7 @@ impl RowKernel {
                     }
                 }
             }
-        });
+        }
     }
 }
 

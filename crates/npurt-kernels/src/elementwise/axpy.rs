@@ -50,7 +50,7 @@ pub fn axpy(
 impl AxpyKernel {
     /// [`AxpyKernel::run`] on the elementwise family's ISA path.
     fn run_best<T: Elem>(&self, s: usize, e: usize) {
-        crate::isa::isa_call!(crate::isa::Family::Elementwise, AxpyKernel, self, run::<T: Elem>(s: usize, e: usize))
+        crate::isa::isa_call!(crate::isa::path(crate::isa::Family::Elementwise), AxpyKernel, self, run::<T: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]

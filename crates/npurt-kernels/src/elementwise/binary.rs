@@ -172,7 +172,7 @@ impl BinaryKernel {
 
     /// [`BinaryKernel::run`] on the elementwise family's ISA path.
     fn run_best<T: Elem>(&self, s: usize, e: usize) {
-        crate::isa::isa_call!(crate::isa::Family::Elementwise, BinaryKernel, self, run::<T: Elem>(s: usize, e: usize))
+        crate::isa::isa_call!(crate::isa::path(crate::isa::Family::Elementwise), BinaryKernel, self, run::<T: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]

@@ -51,9 +51,14 @@ pub(crate) fn cast_impl(
 }
 
 impl CastKernel {
-    /// [`CastKernel::run`] on the cast family's ISA path.
+    /// [`CastKernel::run`] on the cast family's ISA path (float→int at most AVX2: its
+    /// AVX-512 code measured slower).
     fn run_best<I: Elem, O: Elem>(&self, s: usize, e: usize) {
-        crate::isa::isa_call!(crate::isa::Family::Cast, CastKernel, self, run::<I: Elem, O: Elem>(s: usize, e: usize))
+        let mut level = crate::isa::path(crate::isa::Family::Cast);
+        if I::DTYPE.is_float() && !O::DTYPE.is_float() {
+            level = level.min(crate::isa::Isa::Avx2);
+        }
+        crate::isa::isa_call!(level, CastKernel, self, run::<I: Elem, O: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]

@@ -161,6 +161,23 @@ impl BinaryOp {
 // contiguous paths can use slices (vectorised without runtime alias checks).
 // ---------------------------------------------------------------------------------------
 
+/// An elementwise function that is always inlined into the loops of [`run1`]. A closure
+/// called from several loops may stay an out-of-line call (LLVM weighs a big body, such as
+/// an inlined `exp`, against the number of call sites), which keeps every loop scalar;
+/// `call` is `#[inline(always)]`, so the big math is inlined where it is an `#[inline(always)]`
+/// function called by name (the unit-struct ops of `unary.rs`), and small closures work
+/// through the blanket impl.
+pub(crate) trait Map1<A, O>: Copy {
+    fn call(self, a: A) -> O;
+}
+
+impl<A, O, F: Fn(A) -> O + Copy> Map1<A, O> for F {
+    #[inline(always)]
+    fn call(self, a: A) -> O {
+        self(a)
+    }
+}
+
 /// `o[i] = f(a[i])` for `n` elements with element strides `so`, `sa`.
 ///
 /// # Safety
@@ -174,7 +191,7 @@ unsafe fn run1<A: Copy + 'static, O: Copy + 'static>(
     a: *const A,
     sa: isize,
     n: usize,
-    f: impl Fn(A) -> O,
+    f: impl Map1<A, O>,
 ) {
     if so == 1 && sa == 1 {
         if std::ptr::eq(o as *const O as *const u8, a as *const u8)
@@ -184,24 +201,24 @@ unsafe fn run1<A: Copy + 'static, O: Copy + 'static>(
             let io = unsafe { std::slice::from_raw_parts_mut(o, n) };
             for v in io {
                 // SAFETY: A and O are the same type (checked above).
-                *v = f(unsafe { std::mem::transmute_copy::<O, A>(v) });
+                *v = f.call(unsafe { std::mem::transmute_copy::<O, A>(v) });
             }
         } else {
             // SAFETY: disjoint runs (contract).
             let (os, xs) = unsafe { (std::slice::from_raw_parts_mut(o, n), std::slice::from_raw_parts(a, n)) };
             for (o, &x) in os.iter_mut().zip(xs) {
-                *o = f(x);
+                *o = f.call(x);
             }
         }
     } else if so == 1 && sa == 0 {
         // SAFETY: a is readable and o's contiguous run writable (contract); a broadcast
         // input never overlaps the output.
-        unsafe { std::slice::from_raw_parts_mut(o, n).fill(f(a.read())) }
+        unsafe { std::slice::from_raw_parts_mut(o, n).fill(f.call(a.read())) }
     } else {
         for i in 0..n as isize {
             // SAFETY: element i of each run is in the strided range (contract); in place,
             // element i is read before it is written.
-            unsafe { o.offset(i * so).write(f(a.offset(i * sa).read())) }
+            unsafe { o.offset(i * so).write(f.call(a.offset(i * sa).read())) }
         }
     }
 }
@@ -292,15 +309,15 @@ unsafe fn map1<A: Elem, O: Elem>(
     x: &TensorView,
     s: usize,
     e: usize,
-    f: impl Fn(A) -> O,
+    f: impl Map1<A, O>,
 ) {
     let [so, sx] = it.inner_strides();
     let (po, px) = (out.ptr::<O>(), x.ptr::<A>() as *const A);
-    it.for_each_run(s, e, |off, n| {
+    for (off, n) in it.runs(s, e) {
         // SAFETY: the views' contract makes every element they address valid; the run lies
         // within the shapes; the output is exactly x or disjoint from it (caller).
-        unsafe { run1(po.wrapping_offset(off[0]), so, px.wrapping_offset(off[1]), sx, n, &f) }
-    });
+        unsafe { run1(po.wrapping_offset(off[0]), so, px.wrapping_offset(off[1]), sx, n, f) }
+    }
 }
 
 /// `out = f(a, b)` over the flat range `[s, e)` of `it` (strides `[out, a, b]`), from the
@@ -321,7 +338,7 @@ unsafe fn map2<T: Elem>(
     f: impl Fn(T, T) -> T,
 ) {
     let [so, sa, sb] = it.inner_strides();
-    it.for_each_run(s, e, |off, n| {
+    for (off, n) in it.runs(s, e) {
         // SAFETY: as in map1, for both inputs.
         unsafe {
             run2(
@@ -335,7 +352,7 @@ unsafe fn map2<T: Elem>(
                 &f,
             )
         }
-    });
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -47,11 +47,11 @@ pub fn unary(op: UnaryOp, x: &TensorView, out: &TensorView, cores: u32) -> Resul
 impl UnaryKernel {
     /// [`UnaryKernel::run`] on the elementwise family's ISA path.
     fn run_best<T: Elem>(&self, s: usize, e: usize) {
-        crate::isa::isa_call!(crate::isa::Family::Elementwise, UnaryKernel, self, run::<T: Elem>(s: usize, e: usize))
+        crate::isa::isa_call!(crate::isa::path(crate::isa::Family::Elementwise), UnaryKernel, self, run::<T: Elem>(s: usize, e: usize))
     }
 
     #[inline(always)]
-    fn map<T: Elem>(&self, s: usize, e: usize, f: impl Fn(T) -> T) {
+    fn map<T: Elem>(&self, s: usize, e: usize, f: impl Map1<T, T>) {
         // SAFETY: the views were validated by broadcast_into at launch (out is exactly x or
         // disjoint from it); blocks get disjoint output ranges.
         unsafe { map1(&self.it, &self.out, &self.x, s, e, f) }
@@ -60,31 +60,53 @@ impl UnaryKernel {
     #[inline(always)]
     fn run<T: Elem>(&self, s: usize, e: usize) {
         use UnaryOp::*;
-        #[inline(always)]
-        fn ff<T: Elem>(g: impl Fn(f32) -> f32) -> impl Fn(T) -> T {
-            move |x: T| T::from_f32(g(x.to_f32()))
-        }
         let float = T::DTYPE.is_float();
         match self.op {
-            Exp => self.map(s, e, ff::<T>(math::exp)),
-            Log => self.map(s, e, ff::<T>(math::log)),
-            Sqrt => self.map(s, e, ff::<T>(f32::sqrt)),
-            Rsqrt => self.map(s, e, |x: T| T::from_f32(1.0 / x.to_f32().sqrt())),
-            Tanh => self.map(s, e, ff::<T>(math::tanh)),
-            Sigmoid => self.map(s, e, ff::<T>(math::sigmoid)),
-            Gelu => self.map(s, e, ff::<T>(math::gelu_erf)),
-            GeluTanh => self.map(s, e, ff::<T>(math::gelu_tanh)),
-            Silu => self.map(s, e, ff::<T>(math::silu)),
-            Relu if float => self.map(s, e, |x: T| {
-                let v = x.to_f32();
-                T::from_f32(if v < 0.0 { 0.0 } else { v })
-            }),
-            Relu => self.map(s, e, |x: T| T::from_i64(x.to_i64().max(0))),
-            Abs if float => self.map(s, e, |x: T| T::from_f32(x.to_f32().abs())),
-            Abs => self.map(s, e, |x: T| T::from_i64(x.to_i64().wrapping_abs())),
-            Neg if float => self.map(s, e, |x: T| T::from_f32(-x.to_f32())),
-            Neg => self.map(s, e, |x: T| T::from_i64(x.to_i64().wrapping_neg())),
+            Exp => self.map::<T>(s, e, F32Op(math::exp)),
+            Log => self.map::<T>(s, e, F32Op(math::log)),
+            Sqrt => self.map::<T>(s, e, F32Op(f32::sqrt)),
+            Rsqrt => self.map::<T>(s, e, F32Op(rsqrt)),
+            Tanh => self.map::<T>(s, e, F32Op(math::tanh)),
+            Sigmoid => self.map::<T>(s, e, F32Op(math::sigmoid)),
+            Gelu => self.map::<T>(s, e, F32Op(math::gelu_erf)),
+            GeluTanh => self.map::<T>(s, e, F32Op(math::gelu_tanh)),
+            Silu => self.map::<T>(s, e, F32Op(math::silu)),
+            Relu if float => self.map::<T>(s, e, F32Op(relu)),
+            Relu => self.map::<T>(s, e, |x: T| T::from_i64(x.to_i64().max(0))),
+            Abs if float => self.map::<T>(s, e, F32Op(f32::abs)),
+            Abs => self.map::<T>(s, e, |x: T| T::from_i64(x.to_i64().wrapping_abs())),
+            Neg if float => self.map::<T>(s, e, F32Op(neg)),
+            Neg => self.map::<T>(s, e, |x: T| T::from_i64(x.to_i64().wrapping_neg())),
         }
+    }
+}
+
+#[inline(always)]
+fn rsqrt(x: f32) -> f32 {
+    1.0 / x.sqrt()
+}
+#[inline(always)]
+fn relu(v: f32) -> f32 {
+    if v < 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+#[inline(always)]
+fn neg(v: f32) -> f32 {
+    -v
+}
+
+/// A float op computed in f32 (f16/bf16 converted on load, rounded once on store); the
+/// function is a fn item (a zero-sized type), so `call` inlines its body at every loop.
+#[derive(Clone, Copy)]
+struct F32Op<G>(G);
+
+impl<T: Elem, G: Fn(f32) -> f32 + Copy> Map1<T, T> for F32Op<G> {
+    #[inline(always)]
+    fn call(self, x: T) -> T {
+        T::from_f32((self.0)(x.to_f32()))
     }
 }
 

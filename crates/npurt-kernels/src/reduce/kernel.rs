@@ -43,7 +43,7 @@ impl ReduceKernel {
         let [rs] = self.inner.inner_strides();
         let mut acc = r.init();
         let mut idx = s;
-        self.inner.for_each_run(s, e, |off, n| {
+        for (off, n) in self.inner.runs(s, e) {
             let p = px.wrapping_offset(xoff + off[0]);
             let part = if rs == 1 {
                 // SAFETY: n contiguous elements addressed by x (contract); x is only read
@@ -60,7 +60,7 @@ impl ReduceKernel {
             };
             acc = r.merge(acc, part);
             idx += n;
-        });
+        }
         acc
     }
 
@@ -73,8 +73,17 @@ impl ReduceKernel {
     }
 
     /// [`ReduceKernel::run`] on the reduce family's ISA path.
+    /// Sums and means along contiguous runs take the family's path; max/min/argmax and the
+    /// column path run the portable code (their vector copies measured slower).
     fn run_best<T: Elem, R: Red<T>>(&self, r: R, blk: BlockCtx) {
-        crate::isa::isa_call!(crate::isa::Family::Reduce, ReduceKernel, self, run::<T: Elem, R: Red<T>>(r: R, blk: BlockCtx))
+        let [rs] = self.inner.inner_strides();
+        let sum = matches!(self.op, ReduceOp::Sum | ReduceOp::Mean);
+        let level = if sum && rs == 1 {
+            crate::isa::path(crate::isa::Family::Reduce)
+        } else {
+            crate::isa::Isa::Scalar
+        };
+        crate::isa::isa_call!(level, ReduceKernel, self, run::<T: Elem, R: Red<T>>(r: R, blk: BlockCtx))
     }
 
     #[inline(always)]
@@ -89,7 +98,7 @@ impl ReduceKernel {
             let [_, xi] = self.outer.inner_strides();
             let [rs] = self.inner.inner_strides();
             let columns = rs != 1 && xi == 1 && self.len > 0;
-            self.outer.for_each_run(s, e, |off, n| {
+            for (off, n) in self.outer.runs(s, e) {
                 let [oi, xi] = self.outer.inner_strides();
                 if columns {
                     self.columns::<T, R>(r, off, oi, n);
@@ -99,7 +108,7 @@ impl ReduceKernel {
                         dispatch_dtype!(odt, O => self.write::<O>(off[0] + j * oi, r.finish(acc, self.len)));
                     }
                 }
-            });
+            }
             return;
         }
         // Split mode: unit u = (output u / nchunks, chunk u % nchunks).
@@ -146,7 +155,7 @@ impl ReduceKernel {
             let mut acc = [r.init(); COLS];
             let mut idx = 0usize;
             let base = off[1] + c0 as isize;
-            self.inner.for_each_run(0, self.len, |roff, m| {
+            for (roff, m) in self.inner.runs(0, self.len) {
                 for i in 0..m {
                     let row = px.wrapping_offset(base + roff[0] + i as isize * rs);
                     // SAFETY: w elements contiguous in x starting at this reduced index
@@ -157,7 +166,7 @@ impl ReduceKernel {
                     }
                     idx += 1;
                 }
-            });
+            }
             for (j, &a) in acc[..w].iter().enumerate() {
                 dispatch_dtype!(odt, O => self.write::<O>(off[0] + (c0 + j) as isize * oi, r.finish(a, self.len)));
             }
