@@ -31,6 +31,9 @@ __all__ = [
     "StreamAbortedError",
     "NotSupportedError",
     "InternalError",
+    "UnavailableError",
+    "ForkedProcessError",
+    "ShutdownError",
 ]
 
 
@@ -132,3 +135,15 @@ class InternalError(Error, RuntimeError):
     """An internal runtime error (507000)."""
 
     _default = "ACL_ERROR_RT_INTERNAL_ERROR"
+
+class UnavailableError(Error, RuntimeError):
+    """npurt cannot be used in this process any more (507000): see the two subclasses."""
+
+
+class ForkedProcessError(UnavailableError):
+    """Used in a child process created by ``fork()`` after npurt started: the runtime's
+    threads do not survive a fork. Start worker processes with ``spawn`` (507000)."""
+
+
+class ShutdownError(UnavailableError):
+    """Used after npurt's own teardown at interpreter exit (507000)."""

@@ -67,3 +67,18 @@ pub fn resolve(device: i64, addr: usize, nbytes: usize) -> Result<Resolved> {
     };
     memory::resolve_in(&mem, addr, nbytes)
 }
+
+/// True if `addr` lies in memory a running device holds (a live allocation, or a freed
+/// block still cached by a pool): raw-pointer APIs must never take it for host memory.
+/// Memory given back to the OS (`empty_cache`, reset) is no longer mapped at all.
+pub fn owns_address(addr: usize) -> bool {
+    let Ok(n) = crate::registry::device_count() else {
+        return false;
+    };
+    (0..n as i64).any(|id| match active_memory(id) {
+        Ok(Some(mem)) => {
+            mem.pool.owns(addr) || mem.pools().iter().any(|p| p.pool.owns(addr)) || mem.find_dedicated(addr).is_some()
+        }
+        _ => false,
+    })
+}

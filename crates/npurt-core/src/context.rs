@@ -106,7 +106,7 @@ impl ContextInner {
 
     pub(crate) fn check(&self) -> Result<()> {
         if !self.dev.is_alive() {
-            return Err(DeviceError::Reset(self.device).into());
+            return Err(DeviceError::gone(self.device).into());
         }
         if !self.alive.load(Acquire) {
             return Err(DeviceError::ContextDestroyed(self.id).into());
@@ -148,13 +148,13 @@ impl ContextInner {
     }
 
     /// Marks the context and all its streams dead and drops the registry.
-    pub(crate) fn retire(&self) {
+    pub(crate) fn retire(&self, force: bool) {
         self.alive.store(false, Release);
         let streams = self.streams.take();
         for s in &streams {
-            s.retire(false);
+            s.retire(force);
         }
-        self.default_stream.retire(false);
+        self.default_stream.retire(force);
     }
 }
 
@@ -267,7 +267,7 @@ impl Context {
         crate::thread_role::forbid_runtime_thread("destroy a context")?;
         self.0.check()?;
         self.0.wait_all(None);
-        self.0.retire();
+        self.0.retire(false);
         if let Some(list) = self.0.owner.upgrade() {
             list.forget(&self.0);
         }

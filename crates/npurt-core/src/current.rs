@@ -89,6 +89,19 @@ pub fn current_context() -> Result<Context> {
     }
 }
 
+/// The memory limit of the thread's current context, if it has one and is on `device`.
+#[inline]
+pub(crate) fn quota_on(device: u32) -> Option<Arc<crate::memory::CtxQuota>> {
+    CTX.with(|c| {
+        let v = c.borrow();
+        let e = v.last()?;
+        if e.ctx.device != device {
+            return None;
+        }
+        e.ctx.quota.get().cloned()
+    })
+}
+
 /// The current device id.
 pub fn current_device() -> Result<u32> {
     current_context().map(|c| c.device())

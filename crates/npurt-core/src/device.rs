@@ -164,7 +164,7 @@ impl Device {
         };
         let streams: Vec<_> = all.iter().flat_map(|c| c.all_streams()).collect();
         for c in &all {
-            c.retire();
+            c.retire(force);
         }
         if let Some(exec) = self.exec.lock().take() {
             exec.shutdown();

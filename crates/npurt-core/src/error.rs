@@ -77,6 +77,8 @@ pub enum ErrorKind {
     Aborted,
     NotSupported,
     Internal,
+    /// The runtime cannot be used in this process (a forked child, or after shutdown).
+    Unavailable,
 }
 
 /// Device, configuration and context errors.
@@ -106,6 +108,10 @@ pub enum DeviceError {
     Spawn { device: u32, reason: String },
     #[error("synchronize on device {device} timed out after {secs:.3}s")]
     SyncTimeout { device: u32, secs: f64 },
+    #[error("cannot use npurt in a forked child process: the runtime's threads do not survive fork(); start worker processes with the 'spawn' method (multiprocessing.get_context('spawn'))")]
+    Forked,
+    #[error("npurt was shut down at interpreter exit (its devices were torn down); it can no longer be used in this process")]
+    ShutDown,
 }
 
 impl DeviceError {
@@ -119,6 +125,7 @@ impl DeviceError {
             Self::AlreadyInitialized => AclCode::REPEATED_INIT,
             Self::Spawn { .. } => AclCode::INTERNAL_ERROR,
             Self::SyncTimeout { .. } => AclCode::STREAM_SYNC_TIMEOUT,
+            Self::Forked | Self::ShutDown => AclCode::INTERNAL_ERROR,
         }
     }
     fn kind(&self) -> ErrorKind {
@@ -131,6 +138,18 @@ impl DeviceError {
             Self::AlreadyInitialized => ErrorKind::InvalidValue,
             Self::Spawn { .. } => ErrorKind::Internal,
             Self::SyncTimeout { .. } => ErrorKind::Timeout,
+            Self::Forked | Self::ShutDown => ErrorKind::Unavailable,
+        }
+    }
+
+    /// The error for using a device that is no longer running: [`Forked`](Self::Forked) in
+    /// a forked child (whose devices all look reset), else [`Reset`](Self::Reset).
+    #[cold]
+    pub fn gone(device: u32) -> Self {
+        if crate::lifecycle::forked() {
+            Self::Forked
+        } else {
+            Self::Reset(device)
         }
     }
 }

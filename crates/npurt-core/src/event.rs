@@ -6,7 +6,7 @@
 //! recorded target: one lock-free load. Re-recording overwrites the point (as in ACL/CUDA);
 //! an event never recorded counts as complete.
 
-use crate::error::{DeviceError, EventError, Result};
+use crate::error::{DeviceError, Error, EventError, Result};
 use crate::executor::DeviceShared;
 use crate::stream::{Stream, StreamInner};
 use parking_lot::Mutex;
@@ -72,7 +72,7 @@ impl Event {
 
     fn check(&self) -> Result<()> {
         if !self.0.dev.is_alive() {
-            return Err(DeviceError::Reset(self.0.dev.ordinal).into());
+            return Err(DeviceError::gone(self.0.dev.ordinal).into());
         }
         Ok(())
     }
@@ -112,6 +112,25 @@ impl Event {
             None => true,
             Some(p) => p.stream.timeline.completed() >= p.target,
         })
+    }
+
+    /// Waits up to `timeout` for the recorded work; true when it is done (for waits done
+    /// in slices, so that a binding can check for signals between them).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
+        crate::thread_role::forbid_runtime_thread("synchronize an event")?;
+        let Some((stream, target)) = self.point()? else {
+            return Ok(true);
+        };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        Ok(stream.timeline.wait_for(target, deadline, stream.dev.spin_iters))
+    }
+
+    /// The error a [`synchronize`](Self::synchronize) with `timeout` gives when it passes.
+    pub fn timeout_error(timeout: Duration) -> Error {
+        EventError::SyncTimeout {
+            secs: timeout.as_secs_f64(),
+        }
+        .into()
     }
 
     /// Waits for the recorded work, up to `timeout`.

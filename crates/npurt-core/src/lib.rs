@@ -51,6 +51,7 @@ pub mod error;
 pub mod event;
 pub mod executor;
 pub mod kernel;
+pub mod lifecycle;
 pub mod memory;
 pub mod profiler;
 pub mod registry;
@@ -67,6 +68,11 @@ pub use kernel::{BlockCtx, Kernel, KernelFault};
 pub use memory::{DeviceBuffer, HostBuffer, MemPool};
 pub use stream::task::{Engine, EngineOp};
 pub use stream::Stream;
+
+/// Device-side wait deadlines scheduled and not yet fired or cancelled (leak checks).
+pub fn timer_pending() -> usize {
+    executor::timer::pending()
+}
 
 /// Objects alive in this process: (user streams, events, contexts) — for leak checks.
 pub fn live_counts() -> (usize, usize, usize) {

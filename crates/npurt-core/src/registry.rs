@@ -81,6 +81,7 @@ fn runtime() -> Result<&'static Runtime> {
             }),
         })
         .collect();
+    crate::lifecycle::install_fork_handler();
     let _ = RUNTIME.set(Runtime { config, slots });
     drop(pending);
     Ok(RUNTIME.get().expect("runtime was just set"))
@@ -106,8 +107,14 @@ pub fn device_props(id: i64) -> Result<DeviceProps> {
 }
 
 fn activate(slot: &Slot, st: &mut SlotState) -> Result<Arc<Device>> {
+    if crate::lifecycle::forked() {
+        return Err(DeviceError::Forked.into());
+    }
     if let Some(d) = &st.dev {
         return Ok(d.clone());
+    }
+    if crate::lifecycle::is_shut_down() {
+        return Err(DeviceError::ShutDown.into());
     }
     let cfg = &runtime()?.config;
     let d = Device::start(slot.props.clone(), cfg)?;
@@ -183,6 +190,9 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
         st.dev.take()
     };
     let Some(d) = dev else { return Ok(None) };
+    if crate::lifecycle::forked() {
+        return Ok(None); // the parent's device: nothing of it runs here, leave it alone
+    }
     if crate::thread_role::is_runtime_thread() {
         // A teardown joins the runtime threads, possibly this one: hand it to a helper
         // thread (the last reset came from a host callback or a kernel).
@@ -206,8 +216,13 @@ pub fn device_refs(id: i64) -> Result<usize> {
 }
 
 /// Tears every active device down (process exit). Returns the non-empty leak reports.
+/// Later uses of the runtime are [`DeviceError::ShutDown`] errors (no device starts again).
 pub fn shutdown() -> Vec<LeakReport> {
+    crate::lifecycle::mark_shut_down();
     let Some(rt) = RUNTIME.get() else { return Vec::new() };
+    if crate::lifecycle::forked() {
+        return Vec::new(); // a forked child: the devices are the parent's
+    }
     let mut reports = Vec::new();
     for slot in &rt.slots {
         let dev = {

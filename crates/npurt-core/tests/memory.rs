@@ -383,8 +383,9 @@ fn context_memory_limits_are_separate_and_released() {
     assert_eq!(b.memory_limit(), None);
     npurt_core::current::push_context(&a);
     let x = alloc::malloc(6 * MIB, PagePolicy::HugeFirst).unwrap();
-    // malloc_on is outside context limits.
-    drop(memory::malloc_on(&m, 3 * MIB, PagePolicy::HugeFirst).unwrap());
+    // malloc_on of the current context's device counts too (kernel outputs, copies).
+    let e = memory::malloc_on(&m, 3 * MIB, PagePolicy::HugeFirst).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     let e = alloc::malloc(3 * MIB, PagePolicy::HugeFirst).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::OutOfMemory);
     assert_eq!(e.acl().code, 207001);

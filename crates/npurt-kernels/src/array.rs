@@ -179,7 +179,8 @@ impl DeviceArray {
     fn writer_to_wait_for(&self, s: &Stream) -> Option<Stream> {
         let w = self.writer.lock();
         match w.as_ref() {
-            Some(w) if w != s && w.is_alive() => Some(w.clone()),
+            // A released writer still counts while its queued work runs.
+            Some(w) if w != s && w.has_pending_work() => Some(w.clone()),
             _ => None,
         }
     }
@@ -202,28 +203,47 @@ impl DeviceArray {
     /// last writer if that is another stream (a device-side wait, no host blocking).
     pub fn prepare_on(&self, s: &Stream) -> Result<(), Error> {
         self.check_on(s, "array")?;
-        self.order_after_writer(s)
-    }
-
-    /// Orders `s` after the buffer's last writer if that is another stream (device-side).
-    fn order_after_writer(&self, s: &Stream) -> Result<(), Error> {
-        match self.writer_to_wait_for(s) {
-            Some(w) => s.wait_stream(&w),
+        match self.order_after_writer(s)? {
+            Some(p) => s.push_pending(p).map(drop), // may block on a full ring
             None => Ok(()),
         }
     }
 
-    /// Waits (blocking) until every write queued on the buffer has completed: synchronizes
-    /// its last-writer stream, raising that stream's sticky error.
-    pub fn synchronize(&self) -> Result<(), Error> {
-        self.buf.check()?;
-        if let Some(w) = self.last_writer() {
-            if w.is_alive() {
-                w.synchronize(None)?;
-            }
+    /// Orders `s` after the buffer's last writer if that is another stream (device-side).
+    /// Never blocks: a full ring gives the wait back.
+    fn order_after_writer(&self, s: &Stream) -> Result<Option<Pending>, Error> {
+        match self.writer_to_wait_for(s) {
+            Some(w) => s.try_wait_writer(&w),
+            None => Ok(None),
         }
-        Ok(())
     }
+
+    /// Waits (blocking) until every write queued on the buffer has completed: waits for its
+    /// last-writer stream (also when that stream was released meanwhile), raising its
+    /// sticky error.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        self.wait_writes(None).map(drop)
+    }
+
+    /// [`synchronize`](Self::synchronize) for at most `timeout`; true when the writes are
+    /// done (bindings wait in slices and check for signals in between).
+    pub fn wait_writes(&self, timeout: Option<std::time::Duration>) -> Result<bool, Error> {
+        self.buf.check()?;
+        match self.last_writer() {
+            Some(w) if w.has_pending_work() || w.check().is_err() => {
+                let target = w.submitted_count();
+                w.wait_completed(target, timeout)
+            }
+            _ => Ok(true),
+        }
+    }
+}
+
+/// The part of a launch that found the stream's ring full: device-side waits, then the
+/// kernel. [`finish_launch`] pushes them in order (it blocks: release the GIL first).
+pub struct PendingLaunch {
+    waits: Vec<Pending>,
+    kernel: Pending,
 }
 
 /// Queues a kernel built by `build(cores)` on `s`, after checking `inputs` and `out` (usable,
@@ -235,24 +255,36 @@ pub fn launch(
     inputs: &[&DeviceArray],
     out: &DeviceArray,
     build: impl FnOnce(u32) -> Result<Launch, KernelArgError>,
-) -> Result<Option<Pending>, ArrayError> {
+) -> Result<Option<PendingLaunch>, ArrayError> {
     for a in inputs {
         a.check_on(s, "array")?;
     }
     out.check_on(s, "output array")?;
     let (kernel, blocks) = build(cores_hint())?;
-    for a in inputs {
-        a.order_after_writer(s)?;
+    // The implicit waits never block here (the caller may hold the GIL, and a full ring may
+    // be waiting for host callbacks that need it): a wait that finds the ring full defers
+    // it and everything after it to `finish_launch`. No allocation unless that happens.
+    let mut waits = Vec::new();
+    for a in inputs.iter().copied().chain(std::iter::once(out)) {
+        if let Some(p) = a.order_after_writer(s)? {
+            waits.push(p);
+        }
     }
-    out.order_after_writer(s)?;
-    let r = s.try_launch(kernel, blocks)?;
+    let pending = if waits.is_empty() {
+        s.try_launch(kernel, blocks)?.err()
+    } else {
+        Some(s.pending_launch(kernel, blocks)?)
+    };
     out.mark_written(s);
-    Ok(r.err())
+    Ok(pending.map(|kernel| PendingLaunch { waits, kernel }))
 }
 
-/// Pushes a task [`launch`] returned (waits for room in the ring).
-pub fn finish_launch(s: &Stream, p: Pending) -> Result<(), Error> {
-    s.push_pending(p).map(drop)
+/// Pushes what [`launch`] returned, in order (waits for room in the ring).
+pub fn finish_launch(s: &Stream, p: PendingLaunch) -> Result<(), Error> {
+    for w in p.waits {
+        s.push_pending(w)?;
+    }
+    s.push_pending(p.kernel).map(drop)
 }
 
 #[cfg(test)]

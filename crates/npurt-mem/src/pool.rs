@@ -166,6 +166,12 @@ impl CachingPool {
         })
     }
 
+    /// True if `addr` lies in one of the pool's segments, allocated or not: freed device
+    /// memory the pool still holds stays known as device memory.
+    pub fn owns(&self, addr: usize) -> bool {
+        self.state.lock().containing(addr).is_some()
+    }
+
     /// Polls pending (fenced) frees now; returns how many are still pending.
     pub fn process_pending(&self) -> usize {
         let mut st = self.state.lock();

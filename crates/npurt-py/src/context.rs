@@ -103,11 +103,18 @@ impl PyContext {
     #[pyo3(signature = (timeout=None))]
     fn synchronize(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let t = timeout_arg(timeout)?;
-        py.detach(|| self.c.synchronize(t)).py_err()
+        crate::wait::sliced_sync(py, t, |slice| self.c.synchronize(slice))
     }
 
     /// Waits for this context's work, then releases its streams.
     fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        if self.c.is_alive() {
+            // interruptible; errors are left for destroy (which only waits)
+            crate::wait::sliced(py, None, |slice| match self.c.synchronize(Some(slice)) {
+                Err(e) if e.kind() == npurt_core::ErrorKind::Timeout => Ok(false),
+                _ => Ok(true),
+            })?;
+        }
         py.detach(|| self.c.destroy()).py_err()
     }
 }

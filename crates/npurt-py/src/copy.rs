@@ -73,7 +73,10 @@ fn finish(py: Python<'_>, st: &Stream, r: Result<Result<u64, Pending>, npurt_ker
 /// may have to wait for room in a full ring, so the whole call runs without the GIL.
 fn queue_copy(py: Python<'_>, st: &Stream, d: Side<'_>, s: Side<'_>, n: Option<usize>, arrays: bool) -> PyResult<()> {
     if arrays {
-        return py.detach(|| copies::memcpy_async(d, s, n, st)).map(drop).map_err(array_err);
+        return py
+            .detach(|| copies::memcpy_async(d, s, n, st))
+            .map(drop)
+            .map_err(array_err);
     }
     finish(py, st, copies::try_memcpy_async(d, s, n, st))
 }
@@ -112,10 +115,9 @@ pub(crate) fn memcpy_async(
             s.check()?;
             let n = memory::copy_size("memcpy_async", d.cap()?, s.cap()?, n).py_err()?;
             match s.tensor() {
-                Some(a) => py.detach(|| copies::host_access(a, Some(&st))),
-                None => py.detach(|| st.synchronize(None)),
+                Some(a) => py.detach(|| copies::host_access(a, Some(&st))).py_err()?,
+                None => crate::wait::stream(py, &st, None)?,
             }
-            .py_err()?;
             copy_now(py, &d, &s, Some(n))
         }
     }
@@ -196,7 +198,7 @@ pub(crate) fn memset_async(
         a => {
             let cap = a.cap()?;
             let n = memory::copy_size("memset_async", cap, cap, n).py_err()?;
-            py.detach(|| st.synchronize(None)).py_err()?;
+            crate::wait::stream(py, &st, None)?;
             a.array(py, n)?.call_method1("fill", (v,)).map(drop)
         }
     }

@@ -226,11 +226,10 @@ pub(crate) fn synchronize(
         Some(d) => device_id(d)?,
         None => py.detach(current::current_device).py_err()? as i64,
     };
-    py.detach(|| match registry::active_device(id)? {
-        Some(d) => d.synchronize(t),
-        None => Ok(()),
-    })
-    .py_err()
+    let Some(d) = py.detach(|| registry::active_device(id)).py_err()? else {
+        return Ok(());
+    };
+    crate::wait::sliced_sync(py, t, |slice| d.synchronize(slice))
 }
 
 /// Tears down every device (registered with atexit). Returns nothing; warns on leaks.

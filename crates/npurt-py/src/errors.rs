@@ -4,6 +4,7 @@
 //! class also deriving from the matching builtin); this module picks the class for an
 //! [`ErrorKind`] and raises it with the message, the ACL code and the ACL name.
 
+use npurt_core::error::DeviceError;
 use npurt_core::{AclCode, Error, ErrorKind};
 use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
@@ -23,6 +24,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Aborted => "StreamAbortedError",
         ErrorKind::NotSupported => "NotSupportedError",
         ErrorKind::Internal => "InternalError",
+        ErrorKind::Unavailable => "UnavailableError",
     }
 }
 
@@ -40,7 +42,12 @@ fn raise(py: Python<'_>, class: &str, message: String, code: u32, name: &'static
 /// Converts a runtime error into the matching `npurt` exception.
 pub(crate) fn to_py(e: Error) -> PyErr {
     let acl = e.acl();
-    Python::attach(|py| raise(py, class_name(e.kind()), e.to_string(), acl.code, acl.name))
+    let class = match &e {
+        Error::Device(DeviceError::Forked) => "ForkedProcessError",
+        Error::Device(DeviceError::ShutDown) => "ShutdownError",
+        _ => class_name(e.kind()),
+    };
+    Python::attach(|py| raise(py, class, e.to_string(), acl.code, acl.name))
 }
 
 /// An argument of the wrong type: `npurt.InvalidTypeError` (also a `TypeError`), code 107000.

@@ -72,7 +72,7 @@ impl PyEvent {
     #[pyo3(signature = (timeout=None))]
     fn synchronize(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let t = timeout_arg(timeout)?;
-        py.detach(|| self.e.synchronize(t)).py_err()
+        crate::wait::event(py, &self.e, t)
     }
 
     /// Makes `stream` (the current stream by default) wait for this event.

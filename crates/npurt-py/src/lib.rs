@@ -19,6 +19,7 @@ mod memstats;
 mod operand;
 mod stream;
 mod view;
+mod wait;
 
 use errors::IntoPy;
 use npurt_core::{registry, Config};
@@ -106,6 +107,12 @@ fn live_counts() -> (usize, usize, usize) {
     npurt_core::live_counts()
 }
 
+/// Device-side wait deadlines still scheduled (leak tests).
+#[pyfunction]
+fn _timer_pending() -> usize {
+    npurt_core::timer_pending()
+}
+
 #[pymodule]
 fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -117,6 +124,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(live_counts, m)?)?;
     m.add_function(wrap_pyfunction!(errors::_acl_error_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(_timer_pending, m)?)?;
     m.add_function(wrap_pyfunction!(device::device_count, m)?)?;
     m.add_function(wrap_pyfunction!(device::get_device_properties, m)?)?;
     m.add_function(wrap_pyfunction!(isa::isa_info, m)?)?;
@@ -138,6 +146,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memory::malloc, m)?)?;
     m.add_function(wrap_pyfunction!(host::malloc_host, m)?)?;
     m.add_function(wrap_pyfunction!(mempool::_resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(mempool::_owns_device_address, m)?)?;
     m.add_class::<view::PyBufferView>()?;
     m.add_function(wrap_pyfunction!(view::_view_memcpy, m)?)?;
     m.add_function(wrap_pyfunction!(view::_view_memcpy_async, m)?)?;

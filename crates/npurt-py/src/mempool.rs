@@ -134,3 +134,11 @@ pub(crate) fn _resolve<'py>(
     d.set_item("pool", r.pool)?;
     Ok(d)
 }
+
+/// True if `ptr` lies in memory a running device holds, live or freed-but-cached (the acl
+/// layer refuses to take such a pointer for pageable host memory).
+#[pyfunction]
+pub(crate) fn _owns_device_address(py: Python<'_>, ptr: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let addr = int_arg(ptr, "ptr", 0, i64::MAX)? as usize;
+    Ok(py.detach(|| npurt_core::alloc::owns_address(addr)))
+}

@@ -142,7 +142,7 @@ impl PyStream {
     #[pyo3(signature = (timeout=None))]
     fn synchronize(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let t = timeout_arg(timeout)?;
-        py.detach(|| self.s.synchronize(t)).py_err()
+        crate::wait::stream(py, &self.s, t)
     }
 
     /// Later work on this stream waits for `event`'s recorded work. With `timeout`
@@ -200,6 +200,9 @@ impl PyStream {
     /// Destroys the stream: waits for its work (or, with force=True, drops queued work).
     #[pyo3(signature = (force=false))]
     fn destroy(&self, py: Python<'_>, force: bool) -> PyResult<()> {
+        if !force && self.s.is_alive() && !self.s.is_default() {
+            crate::wait::drain(py, &self.s)?; // interruptible; destroy then finds it idle
+        }
         py.detach(|| self.s.destroy(force)).py_err()
     }
 }

@@ -17,8 +17,10 @@ pointers back into npurt objects.
 from __future__ import annotations
 
 import bisect
+import ctypes
 import functools
 import itertools
+import mmap
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -138,6 +140,71 @@ def stream_of(handle: int) -> Any:
 # --- memory ----------------------------------------------------------------------------
 
 
+class FreedRanges:
+    """Address ranges of freed acl.rt.malloc / malloc_host allocations (disjoint, sorted).
+    A pointer into one is stale: it must never be taken for pageable host memory unless
+    the range was since mapped again, readable (and writable for a destination), by
+    someone else. A new allocation over a range takes it out."""
+
+    def __init__(self) -> None:
+        self._starts: List[int] = []
+        self._ends: List[int] = []
+
+    def add(self, base: int, size: int) -> None:
+        lo, hi = base, base + size
+        with _lock:
+            i = bisect.bisect_left(self._ends, lo)  # first range ending at or after lo
+            j = bisect.bisect_right(self._starts, hi)  # ranges starting after hi stay
+            if i < j:
+                lo, hi = min(lo, self._starts[i]), max(hi, self._ends[j - 1])
+            self._starts[i:j], self._ends[i:j] = [lo], [hi]
+
+    def discard(self, base: int, size: int) -> None:
+        lo, hi = base, base + size
+        with _lock:
+            i = bisect.bisect_right(self._ends, lo)
+            j = bisect.bisect_left(self._starts, hi)
+            if i >= j:
+                return
+            keep_s, keep_e = [], []
+            if self._starts[i] < lo:
+                keep_s.append(self._starts[i])
+                keep_e.append(lo)
+            if self._ends[j - 1] > hi:
+                keep_s.append(hi)
+                keep_e.append(self._ends[j - 1])
+            self._starts[i:j], self._ends[i:j] = keep_s, keep_e
+
+    def overlaps(self, ptr: int, n: int) -> bool:
+        with _lock:
+            i = bisect.bisect_right(self._ends, ptr)
+            return i < len(self._starts) and self._starts[i] < ptr + max(n, 1)
+
+
+freed = FreedRanges()
+
+
+def host_accessible(ptr: int, n: int, write: bool) -> bool:
+    """True if ``[ptr, ptr + n)`` is covered by mappings that are readable (and writable if
+    ``write``), from ``/proc/self/maps``: the slow check for pointers into freed ranges."""
+    end, at = ptr + max(n, 1), ptr
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                span, perms = line.split(None, 2)[:2]
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                if hi <= at or lo > at:
+                    continue
+                if perms[0] != "r" or (write and perms[1] != "w"):
+                    return False
+                at = hi
+                if at >= end:
+                    return True
+    except OSError:
+        return False
+    return False
+
+
 class Allocations:
     """Live allocations by base address (bisect), for interior-pointer lookups."""
 
@@ -146,6 +213,7 @@ class Allocations:
         self._items: Dict[int, Tuple[Any, int]] = {}
 
     def add(self, base: int, buf: Any, size: int) -> None:
+        freed.discard(base, size)
         with _lock:
             bisect.insort(self._bases, base)
             self._items[base] = (buf, size)
@@ -156,7 +224,8 @@ class Allocations:
             if item is None:
                 return None
             del self._bases[bisect.bisect_left(self._bases, base)]
-            return item[0]
+        freed.add(base, item[1])
+        return item[0]
 
     def find(self, ptr: int) -> Optional[Tuple[Any, int, int]]:
         """(buffer, offset, size) of the allocation containing ``ptr``, or None."""
@@ -174,6 +243,21 @@ class Allocations:
 
 device_allocs = Allocations()
 host_allocs = Allocations()
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+_libc.mincore.restype = ctypes.c_int
+
+
+def host_mapped(ptr: int, n: int) -> bool:
+    """True if every page of ``[ptr, ptr + n)`` is mapped in this process (``mincore``
+    fails with ENOMEM on an unmapped page), so touching it cannot fault for that reason."""
+    page = mmap.PAGESIZE
+    start = ptr - ptr % page
+    length = ptr + max(n, 1) - start
+    vec = ctypes.create_string_buffer((length + page - 1) // page)
+    return _libc.mincore(start, length, vec) == 0
 
 
 def npurt_device_pointer(ptr: int) -> bool:

@@ -46,7 +46,7 @@ def _view(found: Tuple[Any, int, int], n: int) -> Any:
     return _npurt._BufferView(buf, off, n)
 
 
-def _locate(ptr: int, n: int, device_claimed: bool) -> Tuple[Optional[Any], int]:
+def _locate(ptr: int, n: int, device_claimed: bool, write: bool) -> Tuple[Optional[Any], int]:
     """(view, ptr): a checked view of npurt memory, or (None, ptr) for pageable memory.
     ``ptr`` is not 0 (``_prepare`` checked)."""
     found = S.device_allocs.find(ptr) or S.host_allocs.find(ptr)
@@ -56,6 +56,15 @@ def _locate(ptr: int, n: int, device_claimed: bool) -> Tuple[Optional[Any], int]
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not inside a live acl.rt.malloc allocation")
     if S.npurt_device_pointer(ptr):
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is npurt device memory not from acl.rt.malloc")
+    # Freed device memory stays known: still cached by a pool, it is device memory (never
+    # written through as host memory); given back to the OS, it is no longer mapped.
+    if _npurt._owns_device_address(ptr):
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is freed device memory")
+    if S.freed.overlaps(ptr, n):
+        if not S.host_accessible(ptr, n, write):
+            raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is freed acl memory")
+    elif not S.host_mapped(ptr, n):
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} (+{n} bytes) is not mapped memory")
     return None, ptr
 
 
@@ -71,7 +80,7 @@ def _prepare(fn: str, dst: Any, dest_max: Any, src: Any, count: Any, kind: Any):
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"count {n} exceeds dest_max {dmax}")
     if n == 0:
         return None
-    return _locate(d, n, claims[0]), _locate(s, n, claims[1]), n
+    return _locate(d, n, claims[0], True), _locate(s, n, claims[1], False), n
 
 
 def _pageable_copy(d: int, dv: Optional[Any], s: int, sv: Optional[Any], n: int) -> None:

@@ -1,7 +1,13 @@
 //! Engine threads beside the AI cores: the copy engine (so copies overlap compute) and the
-//! host-callback thread (so a callback that blocks, e.g. on Python's GIL, never holds an
+//! host-callback threads (so a callback that blocks, e.g. on Python's GIL, never holds an
 //! AI core). A stream whose head task is on an engine is owned by that engine until the
 //! task finishes; then it goes back on the ready list with its head marked complete.
+//!
+//! Host callbacks are served by a small pool ([`HostPool`]) that grows when a callback
+//! arrives while every callback thread is busy (up to [`MAX_HOST_THREADS`]): a callback
+//! that blocks (pyACL's `ACL_CALLBACK_BLOCK` waiting for its user thread) holds up only
+//! its own stream, as streams on the card are independent. Order within a stream holds
+//! because a stream has at most one task on an engine at a time.
 
 use super::DeviceShared;
 use crate::error::TaskError;
@@ -9,11 +15,79 @@ use crate::profiler::{TaskKind, TaskRecord};
 use crate::stream::task::{Engine, EngineOp};
 use crate::stream::StreamInner;
 use crate::thread_role::mark_runtime_thread;
+use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Release;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+
+/// Most host-callback threads per device.
+pub(crate) const MAX_HOST_THREADS: usize = 32;
+
+/// The host-callback threads of one device: they share one queue; [`HostPool::grow`]
+/// adds a thread when none is idle.
+pub(crate) struct HostPool {
+    ordinal: u32,
+    rx: Arc<Mutex<Receiver<EngineJob>>>,
+    idle: Arc<AtomicUsize>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl HostPool {
+    /// The pool and the sender of its queue; no thread yet (see [`grow`](Self::grow)).
+    pub(crate) fn new(ordinal: u32) -> (Self, Sender<EngineJob>) {
+        let (tx, rx) = channel::<EngineJob>();
+        let pool = HostPool {
+            ordinal,
+            rx: Arc::new(Mutex::new(rx)),
+            idle: Arc::new(AtomicUsize::new(0)),
+            handles: Mutex::new(Vec::new()),
+        };
+        (pool, tx)
+    }
+
+    /// Starts one more callback thread (unless the pool is at its maximum).
+    pub(crate) fn grow(&self) -> std::io::Result<()> {
+        let mut handles = self.handles.lock();
+        if handles.len() >= MAX_HOST_THREADS {
+            return Ok(());
+        }
+        let (rx, idle, ordinal) = (self.rx.clone(), self.idle.clone(), self.ordinal);
+        let h = std::thread::Builder::new()
+            .name(format!("npurt-callback-{ordinal}"))
+            .spawn(move || host_main(ordinal, rx, idle))?;
+        handles.push(h);
+        Ok(())
+    }
+
+    /// After a job was queued: adds a thread if every callback thread is busy.
+    pub(crate) fn after_send(&self) {
+        if self.idle.load(Acquire) == 0 {
+            let _ = self.grow(); // cannot spawn: the job waits for a busy thread
+        }
+    }
+
+    /// The threads to join at shutdown (they exit once the queue's sender is dropped).
+    pub(crate) fn take_handles(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.handles.lock())
+    }
+}
+
+fn host_main(device: u32, rx: Arc<Mutex<Receiver<EngineJob>>>, idle: Arc<AtomicUsize>) {
+    mark_runtime_thread();
+    loop {
+        idle.fetch_add(1, AcqRel);
+        let job = rx.lock().recv();
+        idle.fetch_sub(1, AcqRel);
+        match job {
+            Ok(job) => run_job(device, Engine::Host, job),
+            Err(_) => return, // the device is shutting down
+        }
+    }
+}
 
 pub(crate) struct EngineJob {
     pub(crate) stream: Arc<StreamInner>,
@@ -41,6 +115,12 @@ pub(crate) fn spawn_engine(
 fn engine_main(device: u32, engine: Engine, rx: Receiver<EngineJob>) {
     mark_runtime_thread();
     while let Ok(job) = rx.recv() {
+        run_job(device, engine, job);
+    }
+}
+
+fn run_job(device: u32, engine: Engine, job: EngineJob) {
+    {
         let EngineJob { stream, op, submit_ns } = job;
         if stream.skipping() {
             drop(op);

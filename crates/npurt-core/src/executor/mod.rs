@@ -20,7 +20,7 @@ use crate::profiler::ProfilerSlot;
 use crate::stream::task::Engine;
 use crate::stream::StreamInner;
 use crossbeam_queue::SegQueue;
-use engine::EngineJob;
+use engine::{EngineJob, HostPool};
 use job::Job;
 use notifier::Notifier;
 use parking_lot::Mutex;
@@ -46,6 +46,7 @@ pub struct DeviceShared {
     notifier: Notifier,
     threads: OnceLock<Vec<Thread>>,
     engines: Mutex<Option<[Sender<EngineJob>; 2]>>,
+    host: HostPool,
     alive: AtomicBool,
     shutdown: AtomicBool,
     pub(crate) profiler: ProfilerSlot,
@@ -57,6 +58,11 @@ impl DeviceShared {
     #[inline]
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Acquire)
+    }
+
+    /// Marks the device dead without touching its threads (a forked child has none).
+    pub(crate) fn mark_dead(&self) {
+        self.alive.store(false, Release);
     }
 
     /// Puts a (scheduled) stream on its ready list and wakes a worker if needed.
@@ -117,7 +123,13 @@ impl DeviceShared {
                 Engine::Host => 1,
             };
             match senders[idx].send(job) {
-                Ok(()) => return,
+                Ok(()) => {
+                    drop(guard);
+                    if idx == 1 {
+                        self.host.after_send();
+                    }
+                    return;
+                }
                 Err(back) => job = back.0,
             }
         }
@@ -143,6 +155,7 @@ pub(crate) struct Executor {
 impl Executor {
     pub(crate) fn start(ordinal: u32, cfg: &ExecConfig) -> Result<Self> {
         let workers = cfg.workers.max(1);
+        let (host, host_tx) = HostPool::new(ordinal);
         let shared = Arc::new(DeviceShared {
             ordinal,
             queue_depth: cfg.queue_depth,
@@ -154,6 +167,7 @@ impl Executor {
             notifier: Notifier::new(workers),
             threads: OnceLock::new(),
             engines: Mutex::new(None),
+            host,
             alive: AtomicBool::new(true),
             shutdown: AtomicBool::new(false),
             profiler: ProfilerSlot::default(),
@@ -176,10 +190,10 @@ impl Executor {
         }
         let _ = shared.threads.set(threads);
         let (copy_tx, copy_h) = engine::spawn_engine(&shared, Engine::Copy).map_err(spawn_err)?;
-        let (host_tx, host_h) = engine::spawn_engine(&shared, Engine::Host).map_err(spawn_err)?;
+        shared.host.grow().map_err(spawn_err)?;
         *shared.engines.lock() = Some([copy_tx, host_tx]);
+        crate::lifecycle::executor_started(ordinal, &shared);
         handles.push(copy_h);
-        handles.push(host_h);
         Ok(Self { shared, handles })
     }
 
@@ -187,6 +201,7 @@ impl Executor {
     /// first); ready lists are drained to break stream ↔ device reference cycles.
     pub(crate) fn shutdown(mut self) {
         let s = &self.shared;
+        crate::lifecycle::executor_stopped(s.ordinal, s);
         s.alive.store(false, Release);
         s.shutdown.store(true, Release);
         for idx in s.notifier.wake_all() {
@@ -199,7 +214,8 @@ impl Executor {
         }
         *s.engines.lock() = None; // engine threads exit when their queue closes
         let me = std::thread::current().id();
-        for h in self.handles.drain(..) {
+        let host = s.host.take_handles();
+        for h in self.handles.drain(..).chain(host) {
             if h.thread().id() != me {
                 let _ = h.join();
             }

@@ -2,46 +2,28 @@
 //! with a timeout). Callbacks run on the timer thread and must be quick.
 
 use parking_lot::{Condvar, Mutex};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
 type Callback = Box<dyn FnOnce() + Send>;
 
-struct Entry {
-    at: Instant,
-    seq: u64,
-    cb: Callback,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
-}
+/// Names one scheduled callback (for [`cancel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct TimerKey(Instant, u64);
 
 struct Timer {
-    heap: Mutex<(BinaryHeap<Reverse<Entry>>, u64)>,
+    /// Entries by deadline (then by schedule order), and the last sequence number used.
+    entries: Mutex<(BTreeMap<TimerKey, Callback>, u64)>,
     cv: Condvar,
 }
 
+static TIMER_STARTED: OnceLock<&'static Timer> = OnceLock::new();
+
 fn timer() -> &'static Timer {
-    static T: OnceLock<&'static Timer> = OnceLock::new();
-    T.get_or_init(|| {
+    TIMER_STARTED.get_or_init(|| {
         let t: &'static Timer = Box::leak(Box::new(Timer {
-            heap: Mutex::new((BinaryHeap::new(), 0)),
+            entries: Mutex::new((BTreeMap::new(), 0)),
             cv: Condvar::new(),
         }));
         std::thread::Builder::new()
@@ -54,32 +36,48 @@ fn timer() -> &'static Timer {
 
 fn run(t: &'static Timer) {
     crate::thread_role::mark_runtime_thread();
-    let mut g = t.heap.lock();
+    let mut g = t.entries.lock();
     loop {
         let now = Instant::now();
-        match g.0.peek() {
-            Some(Reverse(e)) if e.at <= now => {
-                let Reverse(e) = g.0.pop().expect("peeked");
+        match g.0.first_key_value().map(|(k, _)| *k) {
+            Some(k) if k.0 <= now => {
+                let cb = g.0.remove(&k).expect("first key");
                 drop(g);
-                (e.cb)();
-                g = t.heap.lock();
+                cb();
+                g = t.entries.lock();
             }
-            Some(Reverse(e)) => {
-                let at = e.at;
-                t.cv.wait_until(&mut g, at);
+            Some(k) => {
+                t.cv.wait_until(&mut g, k.0);
             }
             None => t.cv.wait(&mut g),
         }
     }
 }
 
-/// Runs `cb` on the timer thread at (or soon after) `at`.
-pub(crate) fn schedule(at: Instant, cb: Callback) {
+/// Runs `cb` on the timer thread at (or soon after) `at`, unless [`cancel`]led first.
+pub(crate) fn schedule(at: Instant, cb: Callback) -> TimerKey {
     let t = timer();
-    let mut g = t.heap.lock();
+    let mut g = t.entries.lock();
     g.1 += 1;
-    let seq = g.1;
-    g.0.push(Reverse(Entry { at, seq, cb }));
+    let key = TimerKey(at, g.1);
+    let first = g.0.first_key_value().is_none_or(|(k, _)| key < *k);
+    g.0.insert(key, cb);
     drop(g);
-    t.cv.notify_one();
+    if first {
+        t.cv.notify_one(); // the timer thread sleeps until a later deadline: wake it
+    }
+    key
+}
+
+/// Drops a scheduled callback that has not run (a wait that completed before its deadline
+/// must not keep its stream in the timer until then). Unknown keys are ignored.
+pub(crate) fn cancel(key: TimerKey) {
+    let Some(t) = TIMER_STARTED.get().copied() else { return };
+    let cb = t.entries.lock().0.remove(&key);
+    drop(cb); // outside the lock
+}
+
+/// Callbacks scheduled and not yet run or cancelled (diagnostics and leak tests).
+pub fn pending() -> usize {
+    TIMER_STARTED.get().map_or(0, |t| t.entries.lock().0.len())
 }

@@ -277,28 +277,41 @@ impl Worker {
             Op::Record(stamp) => stamp.store(crate::clock::now_ns(), Release),
             Op::Wait { on, target, timeout } => {
                 if on.timeline.completed() < target {
-                    // Whoever comes first (the target or the deadline) resumes the stream.
+                    // Whoever comes first (the target or the deadline) resumes the stream;
+                    // reaching the target first cancels the timer entry.
                     let once = Arc::new(AtomicBool::new(false));
+                    let key = timeout.map(|t| {
+                        let (me, first) = (Arc::downgrade(s), once.clone());
+                        crate::executor::timer::schedule(
+                            Instant::now() + t,
+                            Box::new(move || {
+                                if !first.swap(true, AcqRel) {
+                                    if let Some(me) = me.upgrade() {
+                                        me.set_error(TaskError::WaitTimeout { secs: t.as_secs_f64() });
+                                        resume(me);
+                                    }
+                                }
+                            }),
+                        )
+                    });
                     let (me, first) = (s.clone(), once.clone());
                     let wake = Wake::Resume(Box::new(move || {
                         if !first.swap(true, AcqRel) {
+                            if let Some(k) = key {
+                                crate::executor::timer::cancel(k);
+                            }
                             resume(me);
                         }
                     }));
                     if let Registered::Queued = on.timeline.register(target, wake) {
-                        if let Some(t) = timeout {
-                            let me = s.clone();
-                            crate::executor::timer::schedule(
-                                Instant::now() + t,
-                                Box::new(move || {
-                                    if !once.swap(true, AcqRel) {
-                                        me.set_error(TaskError::WaitTimeout { secs: t.as_secs_f64() });
-                                        resume(me);
-                                    }
-                                }),
-                            );
-                        }
                         return false;
+                    }
+                    // The target was reached meanwhile: carry on, unless the deadline won.
+                    if once.swap(true, AcqRel) {
+                        return false; // the timer already failed and resumed the stream
+                    }
+                    if let Some(k) = key {
+                        crate::executor::timer::cancel(k);
                     }
                 }
             }

@@ -75,7 +75,7 @@ impl DeviceMemory {
         if self.dev.is_alive() {
             Ok(())
         } else {
-            Err(crate::error::DeviceError::Reset(self.device).into())
+            Err(crate::error::DeviceError::gone(self.device).into())
         }
     }
 

@@ -51,6 +51,7 @@ pub(crate) use quota::CtxQuota;
 
 pub use view::BufferView;
 
+use crate::current;
 use crate::error::{BufferError, Result};
 use buffer::{DedicatedGuard, Owner, OWNED_STREAM};
 use npurt_mem::align::{block_size, round_up};
@@ -58,12 +59,17 @@ use npurt_mem::page::{page_size, HUGE_PAGE_SIZE};
 use npurt_mem::{HugePageMode, MemError, Segment};
 use std::sync::Arc;
 
-/// Allocates `nbytes` on the device of `mem`, outside any context's memory limit (use
-/// [`alloc::malloc`](crate::alloc::malloc) for allocations that count against the current
-/// context's limit). Sizes and policies: see [`alloc::malloc`](crate::alloc::malloc).
+/// Allocates `nbytes` on the device of `mem` (sizes and policies: see
+/// [`alloc::malloc`](crate::alloc::malloc)). Counted against the limit of the thread's current
+/// context when that context is on the same device (everything allocated on behalf of
+/// code running in a context counts: kernel outputs, copies, explicit `device=`); one
+/// thread-local lookup when no limit is set.
 #[inline]
 pub fn malloc_on(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
-    alloc_plain(mem, nbytes, policy)
+    match current::quota_on(mem.device) {
+        None => alloc_plain(mem, nbytes, policy),
+        Some(q) => malloc_charged(Some(&q), mem, nbytes, policy),
+    }
 }
 
 /// Allocates on `mem`, counted against `quota` (a context's memory limit) if there is one.

@@ -58,11 +58,12 @@ impl StreamList {
         self.draining.lock().retain(|x| x.timeline.completed() < x.queue.tail());
     }
 
-    /// Empties the list (context teardown), returning the registered streams.
+    /// Empties the list (context teardown), returning the registered streams and the
+    /// released ones still draining (a forced teardown aborts those too).
     pub(crate) fn take(&self) -> Vec<Arc<StreamInner>> {
-        let streams = std::mem::take(&mut *self.streams.lock());
-        self.draining.lock().clear();
+        let mut streams = std::mem::take(&mut *self.streams.lock());
         count_user_streams(-(streams.len() as isize));
+        streams.append(&mut self.draining.lock());
         streams
     }
 }

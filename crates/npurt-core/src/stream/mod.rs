@@ -10,6 +10,7 @@ pub(crate) mod queue;
 pub(crate) mod sched_state;
 pub mod task;
 pub(crate) mod timeline;
+mod writer;
 
 use crate::error::{DeviceError, Error, Result, StreamError, TaskError};
 use crate::executor::DeviceShared;
@@ -123,7 +124,7 @@ impl StreamInner {
     #[inline]
     pub(crate) fn check_usable(&self) -> Result<()> {
         if !self.dev.is_alive() {
-            return Err(DeviceError::Reset(self.dev.ordinal).into());
+            return Err(DeviceError::gone(self.dev.ordinal).into());
         }
         match self.status.load(Acquire) {
             ALIVE => {}
@@ -184,10 +185,14 @@ impl StreamInner {
     }
 
     /// Marks the stream destroyed (`force`: also drop its queued work).
+    /// A forced retire also aborts a stream already destroyed or released whose work is
+    /// still queued (a forced device reset drops everything queued).
     pub(crate) fn retire(&self, force: bool) {
-        let _ = self
-            .status
-            .compare_exchange(ALIVE, if force { ABORTED } else { DESTROYED }, AcqRel, Acquire);
+        if force {
+            self.status.store(ABORTED, Release);
+        } else {
+            let _ = self.status.compare_exchange(ALIVE, DESTROYED, AcqRel, Acquire);
+        }
     }
 }
 
@@ -342,7 +347,7 @@ impl Stream {
             return Err(Error::invalid("the default stream of a context cannot be destroyed"));
         }
         if !self.0.dev.is_alive() {
-            return Err(DeviceError::Reset(self.0.dev.ordinal).into());
+            return Err(DeviceError::gone(self.0.dev.ordinal).into());
         }
         match self.0.status.load(Acquire) {
             ALIVE => {}

@@ -125,7 +125,7 @@ impl PyArray {
     }
     /// Waits for the writes queued on the buffer (its last-writer stream).
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.a.synchronize()).py_err()
+        crate::wait::sliced(py, None, |slice| self.a.wait_writes(Some(slice))).map(drop)
     }
     /// A uint8 numpy view of the whole buffer (the caller synchronizes first).
     fn _host_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -1,0 +1,75 @@
+//! Blocking waits from Python. Every wait releases the GIL, parks in slices of at most
+//! [`SLICE`], and checks for signals between slices, so Ctrl-C (SIGINT) raises
+//! KeyboardInterrupt within about a slice even when the awaited work never finishes.
+
+use crate::errors::IntoPy;
+use npurt_core::{ErrorKind, Event, Stream};
+use pyo3::prelude::*;
+use std::time::{Duration, Instant};
+
+/// Longest time a wait stays in Rust without checking for signals.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// Calls `step(slice)` (without the GIL) until it reports done or `timeout` passes,
+/// checking for signals in between. Returns false on timeout.
+pub(crate) fn sliced<F>(py: Python<'_>, timeout: Option<Duration>, step: F) -> PyResult<bool>
+where
+    F: Fn(Duration) -> npurt_core::Result<bool> + Sync,
+{
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
+        if py.detach(|| step(slice)).py_err()? {
+            return Ok(true);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        py.check_signals()?;
+    }
+}
+
+/// Like [`sliced`] for a call that reports its timeout as a `Timeout`-kind error
+/// (context and device synchronize): a slice that times out is "not done yet".
+pub(crate) fn sliced_sync<F>(py: Python<'_>, timeout: Option<Duration>, sync: F) -> PyResult<()>
+where
+    F: Fn(Option<Duration>) -> npurt_core::Result<()> + Sync,
+{
+    let done = sliced(py, timeout, |slice| match sync(Some(slice)) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::Timeout => Ok(false),
+        Err(e) => Err(e),
+    })?;
+    if done {
+        Ok(())
+    } else {
+        py.detach(|| sync(Some(Duration::ZERO))).py_err() // the call's own timeout error
+    }
+}
+
+/// `Stream.synchronize`: waits for everything submitted so far; raises the sticky error.
+pub(crate) fn stream(py: Python<'_>, s: &Stream, timeout: Option<Duration>) -> PyResult<()> {
+    s.check().py_err()?;
+    let target = s.submitted_count();
+    if !sliced(py, timeout, |slice| s.wait_completed(target, Some(slice)))? {
+        return Err(s.timeout_error(timeout.unwrap_or_default())).py_err();
+    }
+    s.check().py_err()
+}
+
+/// Waits for everything submitted to `s` so far, ignoring its errors (before a destroy).
+pub(crate) fn drain(py: Python<'_>, s: &Stream) -> PyResult<()> {
+    let target = s.submitted_count();
+    sliced(py, None, |slice| {
+        Ok(s.wait_completed(target, Some(slice)).unwrap_or(true))
+    })
+    .map(drop)
+}
+
+/// `Event.synchronize`.
+pub(crate) fn event(py: Python<'_>, e: &Event, timeout: Option<Duration>) -> PyResult<()> {
+    if !sliced(py, timeout, |slice| e.wait(Some(slice)))? {
+        return Err(Event::timeout_error(timeout.unwrap_or_default())).py_err();
+    }
+    Ok(())
+}
