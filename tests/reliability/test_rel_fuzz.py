@@ -10,12 +10,12 @@ import gc
 import threading
 import warnings
 
-import numpy as np
 import npurt
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
 LONG = 30.0
 SHAPES = st.sampled_from([(1,), (7,), (64,), (3, 5), (16, 16), (2, 3, 4)])

@@ -3,8 +3,8 @@ array launch whose implicit wait meets a full ring must not hold the GIL while i
 
 import gc
 
-import numpy as np
 import npurt
+import numpy as np
 from relhelp import assert_clean, run_script
 
 N = 1 << 16

@@ -4,8 +4,8 @@ reset_device(force=True) drops queued work."""
 
 import gc
 
-import numpy as np
 import npurt
+import numpy as np
 import pytest
 from npurt import _npurt
 
