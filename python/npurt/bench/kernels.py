@@ -186,11 +186,11 @@ def merge_children(results: Dict[str, Any]) -> None:
         for child in per_where.values():
             for name, per in child.get("kernels", {}).items():
                 dst = ks.setdefault(name, {})
-                for key, val in per.items():
+                for key, val in per.items():  # "all_cores"/"one_core" dicts, or the npurt child's "check"
                     if isinstance(val, dict):
                         dst.setdefault(key, {}).update(val)
-                    elif key == "check":
-                        dst[key] = val if dst.get(key) in (None, "ok") else dst[key]
+                    else:
+                        dst[key] = val  # a failed check already failed its child
 
 
 def table(results: Dict[str, Any]) -> List[str]:
