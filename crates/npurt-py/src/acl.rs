@@ -9,7 +9,8 @@
 use crate::context::PyContext;
 use crate::device::{device_id, make_current, warn_leaks};
 use crate::errors::IntoPy;
-use crate::memory::{detach_above, PyDeviceBuffer, GIL_FREE_ALLOC};
+use crate::gil::{detach_above, GIL_FREE_ALLOC};
+use crate::memory::PyDeviceBuffer;
 use npurt_core::alloc;
 use npurt_core::{current, registry, Error};
 use pyo3::prelude::*;
@@ -75,4 +76,16 @@ pub(crate) fn _acl_current_context() -> PyResult<PyContext> {
 #[pyfunction]
 pub(crate) fn _acl_clear_context() {
     current::pop_context();
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_acl_malloc, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_malloc_size, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_reset_device, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_set_context, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_current_context, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_clear_context, m)?)?;
+    Ok(())
 }

@@ -29,6 +29,31 @@ pub(crate) fn int_arg(obj: &Bound<'_, PyAny>, name: &str, min: i64, max: i64) ->
     Ok(v)
 }
 
+/// A byte count: a non-negative int (exact ints take the fast path).
+pub(crate) fn size_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
+    if let Ok(i) = obj.cast_exact::<PyInt>() {
+        if let Ok(v) = i.extract::<u64>() {
+            if v <= i64::MAX as u64 {
+                return Ok(v as usize);
+            }
+        }
+    }
+    Ok(int_arg(obj, name, 0, i64::MAX)? as usize)
+}
+
+/// `nbytes=None` or a byte count.
+pub(crate) fn opt_size_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<usize>> {
+    match obj {
+        Some(o) if !o.is_none() => Ok(Some(size_arg(o, name)?)),
+        _ => Ok(None),
+    }
+}
+
+/// A byte value for memset: 0..=255.
+pub(crate) fn value_arg(value: &Bound<'_, PyAny>) -> PyResult<u8> {
+    Ok(int_arg(value, "value", 0, 255)? as u8)
+}
+
 /// `blocks=None` or a kernel block count, 1..=MAX_BLOCKS.
 pub(crate) fn blocks_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
     match obj {

@@ -1,8 +1,7 @@
 //! `npurt.Context`: an explicit ACL context with its own default stream.
 
-use crate::args::timeout_arg;
+use crate::args::{opt_size_arg, timeout_arg};
 use crate::errors::IntoPy;
-use crate::memory::opt_size_arg;
 use crate::stream::{context_for, PyStream};
 use npurt_core::{current, registry, Context};
 use pyo3::prelude::*;
@@ -117,4 +116,10 @@ impl PyContext {
         }
         py.detach(|| self.c.destroy()).py_err()
     }
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyContext>()?;
+    Ok(())
 }

@@ -9,10 +9,11 @@
 //! rules for pageable memory: an async copy *from* it is staged in pinned memory before
 //! returning; an async copy *into* it waits for the stream, then copies.
 
-use crate::args::int_arg;
+use crate::args::{opt_size_arg, value_arg};
 use crate::errors::{array_err, type_error, IntoPy};
-use crate::memory::{detach_above, native_array, numpy, opt_size_arg, GIL_FREE_COPY};
+use crate::gil::{detach_above, GIL_FREE_COPY};
 use crate::operand::{operand, Operand};
+use crate::pybuf::{native_array, numpy};
 use crate::stream::{stream_or_current, submit};
 use npurt_core::memory::{self, AnyBuffer, Buffer};
 use npurt_core::stream::Pending;
@@ -133,10 +134,6 @@ fn stage(py: Python<'_>, src: &Operand<'_>, n: usize) -> PyResult<AnyBuffer> {
     Ok(staging)
 }
 
-pub(crate) fn value_arg(value: &Bound<'_, PyAny>) -> PyResult<u8> {
-    Ok(int_arg(value, "value", 0, 255)? as u8)
-}
-
 /// A memset target: npurt memory or a writable buffer; arrays have `fill()`.
 fn memset_operand<'py>(buf: &Bound<'py, PyAny>) -> PyResult<Operand<'py>> {
     match operand(buf, "buf", true)? {
@@ -240,4 +237,13 @@ pub(crate) fn py_read<'py>(
         Some(s) => memcpy_async(py, &dst, src, Some(s), nbytes)?,
     }
     Ok(dst)
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(memcpy_async, m)?)?;
+    m.add_function(wrap_pyfunction!(memset, m)?)?;
+    m.add_function(wrap_pyfunction!(memset_async, m)?)?;
+    Ok(())
 }

@@ -237,3 +237,16 @@ pub(crate) fn synchronize(
 pub(crate) fn _shutdown(py: Python<'_>) {
     let _ = py.detach(registry::shutdown);
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDevice>()?;
+    m.add_function(wrap_pyfunction!(device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(get_device_properties, m)?)?;
+    m.add_function(wrap_pyfunction!(current_device, m)?)?;
+    m.add_function(wrap_pyfunction!(set_device, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_device, m)?)?;
+    m.add_function(wrap_pyfunction!(synchronize, m)?)?;
+    m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
+    Ok(())
+}

@@ -107,3 +107,9 @@ pub(crate) fn array_err(e: npurt_kernels::ArrayError) -> PyErr {
         npurt_kernels::ArrayError::Arg(e) => kernel_arg(e),
     }
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_acl_error_codes, m)?)?;
+    Ok(())
+}

@@ -88,3 +88,9 @@ impl PyEvent {
         self.e.elapsed_ms(&end.get().e).py_err()
     }
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyEvent>()?;
+    Ok(())
+}

@@ -1,8 +1,11 @@
 //! `npurt.HostBuffer` and `npurt.malloc_host`: pinned host memory (AscendCL
 //! `aclrtMallocHost`) with the buffer protocol through numpy views.
 
+use crate::args::size_arg;
 use crate::errors::IntoPy;
-use crate::memory::{detach_above, free_slot, freed, lock, native_array, release_slot, size_arg, GIL_FREE_COPY};
+use crate::gil::{detach_above, GIL_FREE_COPY};
+use crate::memory::{free_slot, freed, lock, release_slot};
+use crate::pybuf::native_array;
 use npurt_core::memory::{self, AnyBuffer, HostBuffer};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -130,4 +133,11 @@ pub(crate) fn malloc_host(py: Python<'_>, nbytes: &Bound<'_, PyAny>) -> PyResult
         locked: b.is_locked(),
         buf: Mutex::new(Some(b)),
     })
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyHostBuffer>()?;
+    m.add_function(wrap_pyfunction!(malloc_host, m)?)?;
+    Ok(())
 }

@@ -48,3 +48,10 @@ pub(crate) fn _isa_override(level: Option<&str>) -> PyResult<()> {
     isa::force(cap);
     Ok(())
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(isa_info, m)?)?;
+    m.add_function(wrap_pyfunction!(_isa_override, m)?)?;
+    Ok(())
+}

@@ -55,3 +55,11 @@ pub(crate) fn fault(
     });
     launch(py, &s, k, blocks)
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(empty, m)?)?;
+    m.add_function(wrap_pyfunction!(busy, m)?)?;
+    m.add_function(wrap_pyfunction!(fault, m)?)?;
+    Ok(())
+}

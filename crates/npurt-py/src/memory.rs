@@ -2,122 +2,20 @@
 //! `with` block, or dropping the object) drops the object's reference, and the memory goes
 //! back to its pool once queued copies that use it are done.
 
-use crate::args::int_arg;
+use crate::args::{int_arg, size_arg};
 use crate::copy::{py_read, py_write};
 use crate::device::device_id;
 use crate::errors::{to_py, value_error, IntoPy};
+use crate::gil::{detach_above, GIL_FREE_ALLOC};
 use crate::host::PyHostBuffer;
 use npurt_core::alloc;
-use npurt_core::memory::{AnyBuffer, BufferView, DeviceBuffer, DeviceMemory, PagePolicy};
-use npurt_core::Error;
+use npurt_core::memory::{AnyBuffer, DeviceBuffer, DeviceMemory, PagePolicy};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyInt, PyModule, PyTuple};
+use pyo3::types::PyTuple;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Copies of more than this many bytes release the GIL.
-pub(crate) const GIL_FREE_COPY: usize = 16 << 10;
-/// Allocations of more than this many bytes release the GIL (the small pool's limit).
-pub(crate) const GIL_FREE_ALLOC: usize = 1 << 20;
-
-/// Runs `f` without the GIL when `bytes > limit`; short calls keep it (releasing and
-/// taking it back costs more than they take).
-#[inline]
-pub(crate) fn detach_above<R: Send>(py: Python<'_>, bytes: usize, limit: usize, f: impl FnOnce() -> R + Send) -> R {
-    if bytes > limit {
-        py.detach(f)
-    } else {
-        f()
-    }
-}
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A byte count: a non-negative int (exact ints take the fast path).
-pub(crate) fn size_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
-    if let Ok(i) = obj.cast_exact::<PyInt>() {
-        if let Ok(v) = i.extract::<u64>() {
-            if v <= i64::MAX as u64 {
-                return Ok(v as usize);
-            }
-        }
-    }
-    Ok(int_arg(obj, name, 0, i64::MAX)? as usize)
-}
-
-/// `nbytes=None` or a byte count.
-pub(crate) fn opt_size_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<usize>> {
-    match obj {
-        Some(o) if !o.is_none() => Ok(Some(size_arg(o, name)?)),
-        _ => Ok(None),
-    }
-}
-
-/// numpy, imported once (only the Python-buffer paths need it).
-pub(crate) fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
-    static NP: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-    NP.get_or_try_init(py, || py.import("numpy").map(Bound::unbind))
-        .map(|m| m.bind(py))
-        .map_err(|_| {
-            to_py(Error::invalid(
-                "copies to or from Python buffers (numpy arrays, bytes...) need numpy installed",
-            ))
-        })
-}
-
-/// `nbytes` bytes of npurt memory as a Python object with `__array_interface__`; numpy
-/// arrays made from it keep the buffer alive (their `.base` is this object).
-#[pyclass(module = "npurt", name = "_MemoryView", frozen)]
-pub(crate) struct PyMemView {
-    _buf: AnyBuffer,
-    addr: usize,
-    nbytes: usize,
-}
-
-#[pymethods]
-impl PyMemView {
-    #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("version", 3)?;
-        d.set_item("shape", (self.nbytes,))?;
-        d.set_item("typestr", "|u1")?;
-        d.set_item("data", (self.addr, false))?;
-        Ok(d)
-    }
-}
-
-impl PyMemView {
-    /// The allocation viewed and the address of the view's first byte.
-    pub(crate) fn memory(&self) -> (&AnyBuffer, usize) {
-        (&self._buf, self.addr)
-    }
-}
-
-/// A 1-D uint8 numpy array over the first `n` bytes of `buf` (checked usable, `n` ≤ size).
-pub(crate) fn native_array<'py>(py: Python<'py>, buf: &AnyBuffer, n: usize) -> PyResult<Bound<'py, PyAny>> {
-    use npurt_core::memory::Buffer;
-    buf.check().py_err()?;
-    mem_view_array(py, buf.clone(), buf.addr(), n.min(buf.nbytes()))
-}
-
-/// A 1-D uint8 numpy array over the first `n` bytes of `view` (checked usable, `n` ≤ size).
-pub(crate) fn view_array<'py>(py: Python<'py>, view: &BufferView, n: usize) -> PyResult<Bound<'py, PyAny>> {
-    use npurt_core::memory::Buffer;
-    view.check().py_err()?;
-    mem_view_array(py, view.buffer().clone(), view.addr(), n.min(view.nbytes()))
-}
-
-/// `addr..addr+nbytes` must lie inside `buf` (the callers take it from a buffer or view).
-fn mem_view_array<'py>(py: Python<'py>, buf: AnyBuffer, addr: usize, nbytes: usize) -> PyResult<Bound<'py, PyAny>> {
-    let view = PyMemView {
-        _buf: buf,
-        addr,
-        nbytes,
-    };
-    numpy(py)?.getattr("asarray")?.call1((Bound::new(py, view)?,))
 }
 
 /// Device memory from `npurt.malloc` (AscendCL `aclrtMalloc`). `with` frees it on exit
@@ -320,4 +218,11 @@ pub(crate) fn as_native(obj: &Bound<'_, PyAny>) -> PyResult<Option<AnyBuffer>> {
         return Ok(Some(AnyBuffer::Host(b.get().handle()?)));
     }
     Ok(None)
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDeviceBuffer>()?;
+    m.add_function(wrap_pyfunction!(malloc, m)?)?;
+    Ok(())
 }

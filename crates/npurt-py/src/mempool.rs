@@ -1,10 +1,10 @@
 //! `npurt.MemPool` (an explicit preallocated pool; `with pool:` routes this thread's
 //! allocations into it) and `_resolve` (raw device pointer validation).
 
-use crate::args::int_arg;
+use crate::args::{int_arg, size_arg};
 use crate::device::device_id;
 use crate::errors::{resource_warning, to_py, IntoPy};
-use crate::memory::{lock, memory_for, size_arg, PyDeviceBuffer};
+use crate::memory::{lock, memory_for, PyDeviceBuffer};
 use npurt_core::alloc;
 use npurt_core::memory::{self, MemPool};
 use pyo3::prelude::*;
@@ -141,4 +141,12 @@ pub(crate) fn _resolve<'py>(
 pub(crate) fn _owns_device_address(py: Python<'_>, ptr: &Bound<'_, PyAny>) -> PyResult<bool> {
     let addr = int_arg(ptr, "ptr", 0, i64::MAX)? as usize;
     Ok(py.detach(|| npurt_core::alloc::owns_address(addr)))
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyMemPool>()?;
+    m.add_function(wrap_pyfunction!(_resolve, m)?)?;
+    m.add_function(wrap_pyfunction!(_owns_device_address, m)?)?;
+    Ok(())
 }

@@ -178,3 +178,21 @@ pub(crate) fn host_memory_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 pub(crate) fn host_empty_cache(py: Python<'_>) -> usize {
     py.detach(memory::host_empty_cache)
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(memory_allocated, m)?)?;
+    m.add_function(wrap_pyfunction!(max_memory_allocated, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_reserved, m)?)?;
+    m.add_function(wrap_pyfunction!(max_memory_reserved, m)?)?;
+    m.add_function(wrap_pyfunction!(reset_peak_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(mem_get_info, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(set_per_process_memory_fraction, m)?)?;
+    m.add_function(wrap_pyfunction!(get_per_process_memory_fraction, m)?)?;
+    m.add_function(wrap_pyfunction!(host_memory_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(host_empty_cache, m)?)?;
+    Ok(())
+}

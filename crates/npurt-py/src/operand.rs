@@ -12,7 +12,8 @@
 use crate::args::type_name;
 use crate::array::PyArray;
 use crate::errors::{array_err, type_error, value_error, IntoPy};
-use crate::memory::{as_native, native_array, numpy, view_array, PyMemView};
+use crate::memory::as_native;
+use crate::pybuf::{native_array, numpy, view_array, PyMemView};
 use npurt_core::memory::{AnyBuffer, Buffer, BufferView};
 use npurt_kernels::copies::{self, Side};
 use npurt_kernels::DeviceArray;
@@ -177,4 +178,10 @@ pub(crate) fn _is_pinned(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
         return Ok(matches!(b, AnyBuffer::Host(_)));
     }
     Ok(npurt_memory_of(obj, false)?.is_some_and(|v| v.device().is_none()))
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_is_pinned, m)?)?;
+    Ok(())
 }

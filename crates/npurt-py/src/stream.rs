@@ -230,3 +230,11 @@ pub(crate) fn default_stream(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) 
     let ctx = context_for(py, device)?;
     Ok(PyStream::wrap(ctx.default_stream().py_err()?))
 }
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStream>()?;
+    m.add_function(wrap_pyfunction!(current_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(default_stream, m)?)?;
+    Ok(())
+}

@@ -3,10 +3,10 @@
 //! Argument conversion only; the range checks and the copies are npurt-core's
 //! (`memory::BufferView`, `memory::memcpy`...). No `unsafe` here.
 
-use crate::args::{cast_arg, type_name};
-use crate::copy::value_arg;
+use crate::args::{cast_arg, size_arg, type_name, value_arg};
 use crate::errors::{type_error, IntoPy};
-use crate::memory::{as_native, detach_above, size_arg, GIL_FREE_COPY};
+use crate::gil::{detach_above, GIL_FREE_COPY};
+use crate::memory::as_native;
 use crate::stream::{stream_or_current, submit};
 use npurt_core::memory::{self, AnyBuffer, Buffer, BufferView};
 use pyo3::prelude::*;
@@ -150,4 +150,14 @@ pub(crate) fn _view_memset_async(
     let v = value_arg(value)?;
     let st = stream_or_current(stream)?;
     submit(py, &st, memory::try_memset_async(&d, v, Some(n), &st))
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyBufferView>()?;
+    m.add_function(wrap_pyfunction!(_view_memcpy, m)?)?;
+    m.add_function(wrap_pyfunction!(_view_memcpy_async, m)?)?;
+    m.add_function(wrap_pyfunction!(_view_memset, m)?)?;
+    m.add_function(wrap_pyfunction!(_view_memset_async, m)?)?;
+    Ok(())
 }

@@ -8,7 +8,9 @@ mod shapes;
 
 use crate::args::cast_arg;
 use crate::errors::{array_err, kernel_arg, type_error, value_error, IntoPy};
-use crate::memory::{detach_above, memory_for, native_array, GIL_FREE_ALLOC};
+use crate::gil::{detach_above, GIL_FREE_ALLOC};
+use crate::memory::memory_for;
+use crate::pybuf::native_array;
 use crate::stream::stream_or_current;
 use npurt_core::memory::AnyBuffer;
 use npurt_kernels::array::{self as karray, DeviceArray};

@@ -1,0 +1,81 @@
+//! Python buffers: npurt memory shown to Python (a `__array_interface__` object that keeps
+//! the allocation alive, so `np.asarray` views it without a copy) and numpy, imported once
+//! for the paths that hand out numpy arrays.
+
+use crate::errors::{to_py, IntoPy};
+use npurt_core::memory::{AnyBuffer, BufferView};
+use npurt_core::Error;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
+
+/// numpy, imported once (only the Python-buffer paths need it).
+pub(crate) fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static NP: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    NP.get_or_try_init(py, || py.import("numpy").map(Bound::unbind))
+        .map(|m| m.bind(py))
+        .map_err(|_| {
+            to_py(Error::invalid(
+                "copies to or from Python buffers (numpy arrays, bytes...) need numpy installed",
+            ))
+        })
+}
+
+/// `nbytes` bytes of npurt memory as a Python object with `__array_interface__`; numpy
+/// arrays made from it keep the buffer alive (their `.base` is this object).
+#[pyclass(module = "npurt", name = "_MemoryView", frozen)]
+pub(crate) struct PyMemView {
+    _buf: AnyBuffer,
+    addr: usize,
+    nbytes: usize,
+}
+
+#[pymethods]
+impl PyMemView {
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("version", 3)?;
+        d.set_item("shape", (self.nbytes,))?;
+        d.set_item("typestr", "|u1")?;
+        d.set_item("data", (self.addr, false))?;
+        Ok(d)
+    }
+}
+
+impl PyMemView {
+    /// The allocation viewed and the address of the view's first byte.
+    pub(crate) fn memory(&self) -> (&AnyBuffer, usize) {
+        (&self._buf, self.addr)
+    }
+}
+
+/// A 1-D uint8 numpy array over the first `n` bytes of `buf` (checked usable, `n` ≤ size).
+pub(crate) fn native_array<'py>(py: Python<'py>, buf: &AnyBuffer, n: usize) -> PyResult<Bound<'py, PyAny>> {
+    use npurt_core::memory::Buffer;
+    buf.check().py_err()?;
+    mem_view_array(py, buf.clone(), buf.addr(), n.min(buf.nbytes()))
+}
+
+/// A 1-D uint8 numpy array over the first `n` bytes of `view` (checked usable, `n` ≤ size).
+pub(crate) fn view_array<'py>(py: Python<'py>, view: &BufferView, n: usize) -> PyResult<Bound<'py, PyAny>> {
+    use npurt_core::memory::Buffer;
+    view.check().py_err()?;
+    mem_view_array(py, view.buffer().clone(), view.addr(), n.min(view.nbytes()))
+}
+
+/// `addr..addr+nbytes` must lie inside `buf` (the callers take it from a buffer or view).
+fn mem_view_array<'py>(py: Python<'py>, buf: AnyBuffer, addr: usize, nbytes: usize) -> PyResult<Bound<'py, PyAny>> {
+    let view = PyMemView {
+        _buf: buf,
+        addr,
+        nbytes,
+    };
+    numpy(py)?.getattr("asarray")?.call1((Bound::new(py, view)?,))
+}
+
+/// Adds this file's classes and functions to `npurt._npurt`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyMemView>()?;
+    Ok(())
+}

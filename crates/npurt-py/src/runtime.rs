@@ -1,0 +1,95 @@
+//! Process-wide runtime settings and counters: `npurt.configure`, `get_config`, and the
+//! leak-check counters the tests read.
+
+use crate::args;
+use crate::errors::{self, IntoPy};
+use npurt_core::{registry, Config};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// Sets the virtual devices before first use. Keyword arguments override the `NPURT_*`
+/// environment variables: device_count, device_memory (bytes or "16G"), aicore_num,
+/// worker_threads, visible_devices (list of ids or "0,1"), stream_queue_depth.
+#[pyfunction]
+#[pyo3(signature = (**kwargs))]
+fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    let mut c = Config::from_env().py_err()?;
+    let (mut aicore, mut workers) = (None, None);
+    if let Some(kw) = kwargs {
+        for (k, v) in kw.iter() {
+            let key: String = k.extract()?;
+            let int = |name: &str, max: i64| args::int_arg(&v, name, 0, max);
+            match key.as_str() {
+                "device_count" => c.device_count = int("device_count", 64)? as u32,
+                "device_memory" => {
+                    c.device_memory = if let Ok(s) = v.extract::<String>() {
+                        npurt_core::config::parse_bytes(&s)
+                            .ok_or_else(|| errors::value_error(format!("device_memory={s:?} is not a size")))?
+                    } else {
+                        int("device_memory", i64::MAX)? as u64
+                    }
+                }
+                "aicore_num" => aicore = Some(int("aicore_num", 1024)? as u32),
+                "worker_threads" => workers = Some(int("worker_threads", 1024)? as u32),
+                "stream_queue_depth" => c.stream_queue_depth = int("stream_queue_depth", 1 << 20)? as usize,
+                "visible_devices" => {
+                    c.visible_devices = Some(if let Ok(s) = v.extract::<String>() {
+                        npurt_core::config::parse_visible(&s, c.device_count)
+                    } else {
+                        let items: Vec<Bound<'_, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
+                        items
+                            .iter()
+                            .map(|i| args::int_arg(i, "visible_devices", 0, 63).map(|x| x as u32))
+                            .collect::<PyResult<_>>()?
+                    })
+                }
+                other => {
+                    return Err(errors::type_error(format!(
+                        "configure() got an unexpected keyword argument {other:?}"
+                    )))
+                }
+            }
+        }
+    }
+    // The order of the environment's: the AI-core count sets the default worker count.
+    if let Some(n) = aicore {
+        c.set_aicore_num(n);
+    }
+    if let Some(n) = workers {
+        c.worker_threads = n;
+    }
+    registry::configure(c).py_err()
+}
+
+/// The configuration in force (initialises the runtime).
+#[pyfunction]
+fn get_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let c = registry::config().py_err()?;
+    let d = PyDict::new(py);
+    d.set_item("device_count", c.device_count)?;
+    d.set_item("device_memory", c.device_memory)?;
+    d.set_item("aicore_num", c.aicore_num)?;
+    d.set_item("worker_threads", c.worker_threads)?;
+    d.set_item("visible_devices", c.visible())?;
+    d.set_item("stream_queue_depth", c.stream_queue_depth)?;
+    Ok(d)
+}
+
+/// (streams, events, contexts) alive in this process — for leak checks in tests.
+#[pyfunction]
+fn live_counts() -> (usize, usize, usize) {
+    npurt_core::live_counts()
+}
+
+/// Device-side wait deadlines still scheduled (leak tests).
+#[pyfunction]
+fn _timer_pending() -> usize {
+    npurt_core::timer_pending()
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(configure, m)?)?;
+    m.add_function(wrap_pyfunction!(get_config, m)?)?;
+    m.add_function(wrap_pyfunction!(live_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(_timer_pending, m)?)
+}
