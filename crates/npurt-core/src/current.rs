@@ -134,6 +134,15 @@ pub fn pop_stream(s: &Stream) {
     });
 }
 
+/// Id of the innermost stream this thread made current on `device` (`None`: its default
+/// stream). Creates nothing: for the memory hook.
+pub(crate) fn peek_stream_id(device: u32) -> Option<u64> {
+    STREAMS
+        .try_with(|v| v.borrow().iter().rev().find(|s| s.dev.ordinal == device).map(|s| s.id))
+        .ok()
+        .flatten()
+}
+
 /// The thread's current stream for the current context (its default stream if none).
 #[inline]
 pub fn current_stream() -> Result<Stream> {

@@ -2,7 +2,28 @@
 
 use std::sync::Arc;
 
-use crate::page::{HugePageMode, PagePolicy};
+use crate::page::{HugePageMode, PageKind, PagePolicy};
+
+/// A segment mapped into (`mapped`) or released from a pool, as told to a
+/// [`SegmentObserver`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentEvent {
+    /// `true`: the segment was added (mapped); `false`: released (unmapped right after).
+    pub mapped: bool,
+    /// Base address.
+    pub addr: usize,
+    /// Usable bytes (what `reserved` counts).
+    pub size: usize,
+    /// Pages backing it.
+    pub page_kind: PageKind,
+    /// Large pool (`false`: the small pool's 2 MiB segments).
+    pub large: bool,
+}
+
+/// Told about every segment the pool maps or releases (also those still mapped when the
+/// pool is dropped). Called with the pool lock held: it must be quick and must not call
+/// into the pool.
+pub type SegmentObserver = Arc<dyn Fn(&SegmentEvent) + Send + Sync>;
 
 /// Called (without the pool lock) before cached segments are unmapped on the
 /// allocation slow path and in `empty_cache`; it must wait until every stream that
@@ -43,6 +64,8 @@ pub struct PoolConfig {
     /// about one extra mapping per 200 steps. `false` keeps every cached segment until `empty_cache`, gc or an OOM
     /// retry, as torch does.
     pub trim_before_growth: bool,
+    /// Segment map/unmap observer (see [`SegmentObserver`]).
+    pub segment_observer: Option<SegmentObserver>,
 }
 
 impl PoolConfig {
@@ -58,6 +81,7 @@ impl PoolConfig {
             large_segment: None,
             sync_hook: None,
             trim_before_growth: true,
+            segment_observer: None,
         }
     }
 }
@@ -74,6 +98,7 @@ impl std::fmt::Debug for PoolConfig {
             .field("large_segment", &self.large_segment)
             .field("sync_hook", &self.sync_hook.is_some())
             .field("trim_before_growth", &self.trim_before_growth)
+            .field("segment_observer", &self.segment_observer.is_some())
             .finish()
     }
 }

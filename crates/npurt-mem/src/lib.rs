@@ -102,7 +102,7 @@ pub mod stats;
 
 pub use align::{acl_malloc, acl_malloc_align32_size, acl_malloc_size, acl_policy};
 pub use block::ANY_STREAM;
-pub use config::{PoolConfig, SyncHook};
+pub use config::{PoolConfig, SegmentEvent, SegmentObserver, SyncHook};
 pub use error::{human_bytes, MemError};
 pub use fence::{Completed, Fence};
 pub use host::HostAlloc;

@@ -1,7 +1,9 @@
 //! Segment lifecycle inside the pool state: registering fresh segments and
 //! unregistering entirely free ones (the caller unmaps them outside the lock).
 
-use crate::block::{BState, Block, ANY_STREAM, NIL};
+use crate::block::{BState, Block, ANY_STREAM, LARGE, NIL};
+use crate::config::SegmentEvent;
+use crate::page::PageKind;
 use crate::segment::Segment;
 use crate::state::{stat_idx, SegRec, State};
 use crate::stats;
@@ -52,7 +54,22 @@ impl State {
         self.stats.page_bytes[kind.index()] += usable as u64;
         self.stats.num_device_alloc += 1;
         self.reserved += usable;
+        self.tell_segment(true, base, usable, kind, pool);
         bi
+    }
+
+    /// Tells the segment observer, if any, about a segment added or released.
+    #[inline]
+    pub(crate) fn tell_segment(&self, mapped: bool, addr: usize, size: usize, page_kind: PageKind, pool: usize) {
+        if let Some(f) = &self.on_segment {
+            f(&SegmentEvent {
+                mapped,
+                addr,
+                size,
+                page_kind,
+                large: pool == LARGE,
+            });
+        }
     }
 
     /// Unregisters entirely free segments (skipping kept ones, and those with blocks
@@ -100,8 +117,20 @@ impl State {
             self.stats.num_device_free += 1;
             self.reserved -= usable;
             released += usable;
+            self.tell_segment(false, base, usable, rec.seg.page_kind(), pool);
             out.push(rec.seg);
         }
         released
+    }
+}
+
+impl Drop for State {
+    /// The pool is going away: its remaining segments unmap now.
+    fn drop(&mut self) {
+        if self.on_segment.is_some() {
+            for rec in self.segs.iter().flatten() {
+                self.tell_segment(false, rec.seg.addr(), rec.usable, rec.seg.page_kind(), rec.pool);
+            }
+        }
     }
 }

@@ -57,6 +57,7 @@ impl CachingPool {
         };
         let mut st = State::new(max_split, !cfg.grow);
         st.exact_segments = cfg.large_segment.is_none();
+        st.on_segment = cfg.segment_observer.clone();
         if !cfg.grow {
             let usable = round_down(cfg.capacity, MIN_BLOCK);
             if usable == 0 {

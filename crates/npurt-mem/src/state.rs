@@ -73,6 +73,8 @@ pub(crate) struct State {
     pub fixed: bool,
     /// Large segments are request-sized (`PoolConfig::large_segment == None`).
     pub exact_segments: bool,
+    /// Told about every segment added or released ([`crate::SegmentObserver`]).
+    pub on_segment: Option<crate::config::SegmentObserver>,
 }
 
 #[inline]
@@ -102,6 +104,7 @@ impl State {
             max_split,
             fixed,
             exact_segments: false,
+            on_segment: None,
         }
     }
 

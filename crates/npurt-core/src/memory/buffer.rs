@@ -4,6 +4,7 @@
 //! (stream-ordered) without any fence, and a freed block is idle for every stream.
 
 use super::device_mem::DeviceMemory;
+use super::events::{self, MemAction, MemPoolKind};
 use super::host::HostInner;
 use super::pool::PoolInner;
 use super::quota::CtxQuota;
@@ -84,6 +85,9 @@ impl BufferInner {
         if self.vacant {
             return;
         }
+        if events::is_active() {
+            self.tell_free();
+        }
         self.vacant = true;
         if let Some((q, bytes)) = self.charge.take() {
             q.uncharge(bytes);
@@ -99,6 +103,55 @@ impl BufferInner {
             // The segment unmaps, then the guard gives the room back.
             Owner::Dedicated { _seg, guard } => drop((_seg, guard)),
             Owner::Device(_) | Owner::Vacant => {}
+        }
+    }
+
+    fn pool_kind(&self) -> MemPoolKind {
+        match &self.owner {
+            Owner::Pool(p) => MemPoolKind::Pool(p.id),
+            Owner::Dedicated { .. } => MemPoolKind::Dedicated,
+            Owner::Device(_) | Owner::Vacant => MemPoolKind::Device,
+        }
+    }
+
+    fn kind(&self) -> Option<PageKind> {
+        match &self.owner {
+            Owner::Device(m) => m.pool.lookup(self.addr).map(|b| b.page_kind),
+            Owner::Pool(p) => p.pool.lookup(self.addr).map(|b| b.page_kind),
+            Owner::Dedicated { _seg, .. } => Some(_seg.page_kind()),
+            Owner::Vacant => None,
+        }
+    }
+
+    /// Tells the memory hook that the block goes back (and, for a dedicated
+    /// allocation, that its segment unmaps).
+    #[cold]
+    fn tell_free(&self) {
+        let (device, kind, pool) = (self.mem().device, self.kind(), self.pool_kind());
+        let size = events::rounded(self.nbytes);
+        events::emit(events::event(
+            MemAction::Free,
+            device,
+            self.addr,
+            self.nbytes,
+            size,
+            pool,
+            kind,
+            None,
+        ));
+        if let Owner::Dedicated { _seg, .. } = &self.owner {
+            let mut e = events::event(
+                MemAction::SegmentUnmap,
+                device,
+                _seg.addr(),
+                _seg.len(),
+                _seg.len(),
+                pool,
+                kind,
+                None,
+            );
+            e.large = true;
+            events::emit(e);
         }
     }
 
@@ -256,12 +309,12 @@ impl DeviceBuffer {
         if self.check().is_err() {
             return None;
         }
-        match &self.0.owner {
-            Owner::Device(m) => m.pool.lookup(self.addr()).map(|b| b.page_kind),
-            Owner::Pool(p) => p.pool.lookup(self.addr()).map(|b| b.page_kind),
-            Owner::Dedicated { _seg, .. } => Some(_seg.page_kind()),
-            Owner::Vacant => None,
-        }
+        self.0.kind()
+    }
+
+    /// Which pool the buffer's memory belongs to (the memory hook's `pool`).
+    pub fn pool_kind(&self) -> MemPoolKind {
+        self.0.pool_kind()
     }
 
     /// Fails if the buffer was freed or its device was reset.
@@ -281,6 +334,20 @@ impl DeviceBuffer {
     /// an error; the memory is reused once queued work that uses it has finished. Freeing
     /// twice (through another clone) is [`MemError::DoubleFree`] (207002).
     pub fn free(self) -> Result<()> {
+        if events::is_active() && !self.0.freed.load(Acquire) {
+            let (d, n) = (self.device(), self.nbytes());
+            let e = events::event(
+                MemAction::FreeRequested,
+                d,
+                self.addr(),
+                n,
+                events::rounded(n),
+                self.pool_kind(),
+                None,
+                None,
+            );
+            events::emit(e);
+        }
         // The only handle: nobody can see the flag, dropping it frees (no atomic swap).
         if Arc::strong_count(&self.0) == 1 && !self.0.freed.load(Acquire) {
             return Ok(());

@@ -51,7 +51,13 @@ impl DeviceMemory {
         // captured its buffer has run and been dropped, so every free block is idle (the
         // pool's contract for hook-less pools). A hook would also make allocations wait for
         // the device, which deadlocks when called from a host callback.
-        let pool = CachingPool::new(PoolConfig::new(capacity))?;
+        let pool = CachingPool::new(PoolConfig {
+            segment_observer: Some(super::events::segment_observer(
+                device,
+                super::events::MemPoolKind::Device,
+            )),
+            ..PoolConfig::new(capacity)
+        })?;
         Ok(Arc::new(DeviceMemory {
             device,
             dev,

@@ -32,6 +32,7 @@ mod buffer;
 mod bulk;
 mod copy;
 mod device_mem;
+pub mod events;
 mod host;
 mod pool;
 mod quota;
@@ -83,9 +84,15 @@ pub(crate) fn malloc_charged(
     let Some(q) = quota else {
         return alloc_plain(mem, nbytes, policy);
     };
-    let charged = q.charge(nbytes, || {
-        (mem.reserved_bytes() as usize, mem.pool.largest_free_block())
-    })?;
+    let charged = q
+        .charge(nbytes, || {
+            (mem.reserved_bytes() as usize, mem.pool.largest_free_block())
+        })
+        .inspect_err(|e| {
+            if events::is_active() {
+                tell_oom(e, mem.device, nbytes);
+            }
+        })?;
     match alloc_plain(mem, nbytes, policy) {
         Ok(b) if charged > 0 => Ok(b.charged_to(q.clone(), charged)),
         Ok(b) => Ok(b),
@@ -98,6 +105,49 @@ pub(crate) fn malloc_charged(
 
 #[inline]
 fn alloc_plain(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    let r = alloc_untold(mem, nbytes, policy);
+    if events::is_active() {
+        tell_alloc(&r, mem.device, nbytes);
+    }
+    r
+}
+
+/// Tells the memory hook about an allocation's outcome (an alloc or an OOM).
+#[cold]
+pub(crate) fn tell_alloc(r: &Result<DeviceBuffer>, device: u32, nbytes: usize) {
+    match r {
+        Ok(b) => events::emit(events::event(
+            events::MemAction::Alloc,
+            device,
+            b.addr(),
+            nbytes,
+            events::rounded(nbytes),
+            b.pool_kind(),
+            b.page_kind(),
+            current::peek_stream_id(device),
+        )),
+        Err(e) => tell_oom(e, device, nbytes),
+    }
+}
+
+#[cold]
+fn tell_oom(e: &crate::Error, device: u32, nbytes: usize) {
+    if e.kind() == crate::ErrorKind::OutOfMemory {
+        events::emit(events::event(
+            events::MemAction::Oom,
+            device,
+            0,
+            nbytes,
+            events::rounded(nbytes),
+            events::MemPoolKind::Device,
+            None,
+            current::peek_stream_id(device),
+        ));
+    }
+}
+
+#[inline]
+fn alloc_untold(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
     mem.check_alive()?;
     if let Some(p) = pool::routed(mem.device) {
         return p.alloc(nbytes);
@@ -109,11 +159,12 @@ fn alloc_plain(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Re
         }
         PagePolicy::HugeOnly => {
             let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
-            let b = DeviceBuffer::on_device(addr, nbytes, mem);
-            if b.page_kind().is_some_and(|k| k != PageKind::Normal) {
-                return Ok(b);
+            if mem.pool.lookup(addr).is_some_and(|b| b.page_kind != PageKind::Normal) {
+                return Ok(DeviceBuffer::on_device(addr, nbytes, mem));
             }
-            drop(b); // normal pages: give it back and map huge pages of its own
+            // Normal pages: give the block back (never handed out, so the memory hook is
+            // not told) and map huge pages of its own.
+            drop(mem.pool.free_idle(addr));
             alloc_dedicated(mem, nbytes, PagePolicy::HugeOnly)
         }
         PagePolicy::NormalOnly => alloc_dedicated(mem, nbytes, PagePolicy::NormalOnly),
@@ -155,6 +206,21 @@ fn alloc_dedicated(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -
     };
     let (base, mapped, kind) = (seg.addr(), seg.len(), seg.page_kind());
     mem.add_dedicated(base, mapped, reserve, nbytes, kind);
+    if events::is_active() {
+        let pool = events::MemPoolKind::Dedicated;
+        let mut e = events::event(
+            events::MemAction::SegmentMap,
+            mem.device,
+            base,
+            mapped,
+            mapped,
+            pool,
+            Some(kind),
+            None,
+        );
+        e.large = true;
+        events::emit(e);
+    }
     let guard = DedicatedGuard { mem: mem.clone(), base };
     Ok(DeviceBuffer::new(base, nbytes, Owner::Dedicated { _seg: seg, guard }))
 }

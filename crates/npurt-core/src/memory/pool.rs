@@ -9,9 +9,10 @@
 
 use super::buffer::{DeviceBuffer, Owner, OWNED_STREAM};
 use super::device_mem::DeviceMemory;
+use super::events::{self, MemPoolKind};
 use crate::error::{BufferError, Result};
 use npurt_mem::align::round_down;
-use npurt_mem::{CachingPool, MemError, PagePolicy, PoolStats, MIN_BLOCK};
+use npurt_mem::{CachingPool, MemError, PagePolicy, PoolConfig, PoolStats, MIN_BLOCK};
 use std::cell::RefCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
@@ -134,9 +135,15 @@ impl MemPool {
             mem: mem.clone(),
             bytes: usable,
         };
-        let pool = CachingPool::fixed(usable, PagePolicy::HugeFirst)?;
+        let id = NEXT_POOL_ID.fetch_add(1, Relaxed);
+        let pool = CachingPool::new(PoolConfig {
+            policy: PagePolicy::HugeFirst,
+            grow: false,
+            segment_observer: Some(events::segment_observer(mem.device, MemPoolKind::Pool(id))),
+            ..PoolConfig::new(usable)
+        })?;
         let inner = Arc::new(PoolInner {
-            id: NEXT_POOL_ID.fetch_add(1, Relaxed),
+            id,
             mem: mem.clone(),
             pool,
             size: usable,
@@ -166,7 +173,11 @@ impl MemPool {
 
     /// Allocates from this pool (512-byte blocks; OutOfMemory when it is full).
     pub fn alloc(&self, nbytes: usize) -> Result<DeviceBuffer> {
-        self.0.alloc(nbytes)
+        let r = self.0.alloc(nbytes);
+        if events::is_active() {
+            super::tell_alloc(&r, self.0.mem.device, nbytes);
+        }
+        r
     }
 
     /// The pool's statistics (torch's shape).
