@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import atexit as _atexit
 
-from . import _npurt, array, kernels, memory
+from . import (
+    _npurt,
+    array,
+    kernels,
+    memory,
+    profiler,  # noqa: E402,I001  (after the runtime types it records)
+)
 from .array import *  # noqa: F403
 from .array import DeviceArray, to_device  # noqa: F401  (explicit for type checkers)
 from .context import Context
@@ -31,6 +37,7 @@ from .event import Event
 from .exceptions import *  # noqa: F403
 from .exceptions import Error, OutOfMemoryError, WaitTimeoutError
 from .memory import *  # noqa: F403  (DeviceBuffer, malloc, memcpy, memory_stats, ...)
+from .profiler import profile
 from .stream import Stream, current_stream, default_stream, stream
 
 __version__ = _npurt.__version__
@@ -54,6 +61,8 @@ __all__ = array.__all__ + memory.__all__ + [
     "kernels",
     "live_counts",
     "memory",
+    "profile",
+    "profiler",
     "reset_device",
     "set_device",
     "stream",

@@ -30,6 +30,7 @@ from typing import Any, Dict, Iterator, Optional
 
 from . import device as _dev
 from . import memory as _mem
+from . import profiler  # torch_npu.profiler's names: profile, ProfilerActivity, schedule, ...
 from .event import Event as _Event
 from .stream import Stream as _Stream
 from .stream import current_stream as _current_stream
@@ -51,6 +52,7 @@ __all__ = [
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
+    "profiler",
     "memory_allocated",
     "memory_reserved",
     "memory_stats",

@@ -143,6 +143,16 @@ impl Device {
         self.shared.set_observer(obs);
     }
 
+    /// Adds a task observer beside the installed ones (a profiler beside the flight recorder).
+    pub fn add_observer(&self, obs: Arc<dyn crate::profiler::TaskObserver>) {
+        self.shared.add_observer(obs);
+    }
+
+    /// Removes one observer (by identity); true if it was installed.
+    pub fn remove_observer(&self, obs: &Arc<dyn crate::profiler::TaskObserver>) -> bool {
+        self.shared.remove_observer(obs)
+    }
+
     /// Finishes pending work, releases every stream, event and context, stops the threads,
     /// and reports what was still alive.
     pub(crate) fn teardown(&self, force: bool) -> LeakReport {

@@ -165,8 +165,13 @@ pub enum StreamError {
     Aborted(u64),
     #[error("synchronize on stream {stream} timed out after {secs:.3}s")]
     SyncTimeout { stream: u64, secs: f64 },
-    #[error("stream {stream}: {source}")]
-    TaskFailed { stream: u64, source: TaskError },
+    #[error("stream {stream}: {source}{launched_at}")]
+    TaskFailed {
+        stream: u64,
+        source: TaskError,
+        /// Where the failing task was launched, when call sites were captured.
+        launched_at: LaunchSite,
+    },
     #[error("a stream cannot wait on itself")]
     SelfWait,
 }
@@ -188,6 +193,20 @@ impl StreamError {
             Self::Aborted(_) => ErrorKind::Aborted,
             Self::SyncTimeout { .. } => ErrorKind::Timeout,
             Self::TaskFailed { .. } => ErrorKind::TaskFailed,
+        }
+    }
+}
+
+/// The call site of a failed task's launch (`file:line`), when it was captured; displays
+/// as ` (launched at file:line)` or nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LaunchSite(pub Option<std::sync::Arc<str>>);
+
+impl std::fmt::Display for LaunchSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(s) => write!(f, " (launched at {s})"),
+            None => Ok(()),
         }
     }
 }
@@ -380,7 +399,13 @@ mod tests {
             blocks: 2,
             message: "boom".into(),
         };
-        let e: Error = StreamError::TaskFailed { stream: 3, source: t }.into();
+        let e: Error = StreamError::TaskFailed {
+            stream: 3,
+            source: t,
+            launched_at: LaunchSite(Some("x.py:3".into())),
+        }
+        .into();
+        assert!(e.to_string().ends_with("(launched at x.py:3)"), "{e}");
         assert_eq!((e.acl().code, e.kind()), (507015, ErrorKind::TaskFailed));
     }
 }

@@ -345,6 +345,9 @@ fn profiler_hook_sees_every_task_with_ordered_times() {
             "{r:?}"
         );
     }
-    assert!(recs[0].core_id < 2 && recs[2].core_id == u32::MAX);
+    assert!(recs[0].core < 2 && recs[2].core == 0, "{recs:?}");
+    let seqs: Vec<u64> = recs.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2]);
+    assert_eq!(recs[1].spans.iter().map(|c| c.blocks).sum::<u32>(), 3);
     s.destroy(false).unwrap();
 }

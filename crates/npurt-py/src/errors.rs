@@ -47,7 +47,10 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         Error::Device(DeviceError::ShutDown) => "ShutdownError",
         _ => class_name(e.kind()),
     };
-    Python::attach(|py| raise(py, class, e.to_string(), acl.code, acl.name))
+    Python::attach(|py| {
+        crate::profiler::on_error(py, &e);
+        raise(py, class, e.to_string(), acl.code, acl.name)
+    })
 }
 
 /// An argument of the wrong type: `npurt.InvalidTypeError` (also a `TypeError`), code 107000.

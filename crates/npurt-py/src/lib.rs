@@ -21,6 +21,7 @@ mod memory;
 mod mempool;
 mod memstats;
 mod operand;
+mod profiler;
 mod pybuf;
 mod runtime;
 mod stream;
@@ -56,5 +57,6 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     copy::register(m)?;
     operand::register(m)?;
     memstats::register(m)?;
-    array::register(m)
+    array::register(m)?;
+    profiler::register(m)
 }

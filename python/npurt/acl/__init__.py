@@ -21,11 +21,21 @@ from __future__ import annotations
 import os
 import threading
 
-from . import constants, rt, util
+from . import constants, prof, rt, util
 from .constants import *  # noqa: F403
 from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
+from .prof import (  # noqa: F401  (pyacl has these on acl itself)
+    ACL_AICORE_ARITHMETIC_UTILIZATION,
+    ACL_AICORE_MEMORY_BANDWIDTH,
+    ACL_AICORE_NONE,
+    ACL_AICORE_PIPE_UTILIZATION,
+    ACL_PROF_ACL_API,
+    ACL_PROF_AICORE_METRICS,
+    ACL_PROF_TASK_MEMORY,
+    ACL_PROF_TASK_TIME,
+)
 
-__all__ = ["constants", "finalize", "get_soc_name", "init", "rt", "util"] + constants.__all__
+__all__ = ["constants", "finalize", "get_soc_name", "init", "prof", "rt", "util"] + constants.__all__ + prof.CONSTANTS
 
 _init_lock = threading.Lock()
 _initialized = False

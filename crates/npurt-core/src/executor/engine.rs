@@ -11,8 +11,7 @@
 
 use super::DeviceShared;
 use crate::error::TaskError;
-use crate::profiler::{TaskKind, TaskRecord};
-use crate::stream::task::{Engine, EngineOp};
+use crate::stream::task::{Engine, EngineDesc, EngineOp};
 use crate::stream::StreamInner;
 use crate::thread_role::mark_runtime_thread;
 use parking_lot::Mutex;
@@ -56,9 +55,10 @@ impl HostPool {
             return Ok(());
         }
         let (rx, idle, ordinal) = (self.rx.clone(), self.idle.clone(), self.ordinal);
+        let index = handles.len() as u32;
         let h = std::thread::Builder::new()
             .name(format!("npurt-callback-{ordinal}"))
-            .spawn(move || host_main(ordinal, rx, idle))?;
+            .spawn(move || host_main(ordinal, rx, idle, index))?;
         handles.push(h);
         Ok(())
     }
@@ -76,14 +76,14 @@ impl HostPool {
     }
 }
 
-fn host_main(device: u32, rx: Arc<Mutex<Receiver<EngineJob>>>, idle: Arc<AtomicUsize>) {
+fn host_main(device: u32, rx: Arc<Mutex<Receiver<EngineJob>>>, idle: Arc<AtomicUsize>, index: u32) {
     mark_runtime_thread();
     loop {
         idle.fetch_add(1, AcqRel);
         let job = rx.lock().recv();
         idle.fetch_sub(1, AcqRel);
         match job {
-            Ok(job) => run_job(device, Engine::Host, job),
+            Ok(job) => run_job(device, Engine::Host, job, index),
             Err(_) => return, // the device is shutting down
         }
     }
@@ -93,6 +93,8 @@ pub(crate) struct EngineJob {
     pub(crate) stream: Arc<StreamInner>,
     pub(crate) op: EngineOp,
     pub(crate) submit_ns: u64,
+    pub(crate) meta: u32,
+    pub(crate) desc: EngineDesc,
 }
 
 /// Starts one engine thread; returns its queue and handle.
@@ -115,17 +117,24 @@ pub(crate) fn spawn_engine(
 fn engine_main(device: u32, engine: Engine, rx: Receiver<EngineJob>) {
     mark_runtime_thread();
     while let Ok(job) = rx.recv() {
-        run_job(device, engine, job);
+        run_job(device, engine, job, 0);
     }
 }
 
-fn run_job(device: u32, engine: Engine, job: EngineJob) {
+/// Runs one engine task; `thread` is the engine thread's index (profiles).
+fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
     {
-        let EngineJob { stream, op, submit_ns } = job;
+        let EngineJob {
+            stream,
+            op,
+            submit_ns,
+            meta,
+            desc,
+        } = job;
         if stream.skipping() {
             drop(op);
         } else {
-            let start_ns = if stream.dev.profiler.enabled() {
+            let start_ns = if submit_ns != 0 {
                 crate::clock::now_ns()
             } else {
                 0
@@ -137,26 +146,14 @@ fn run_job(device: u32, engine: Engine, job: EngineJob) {
                     Engine::Host => TaskError::HostCallback(super::job::panic_message(&p)),
                 }),
             };
+            let failed = result.is_err();
             if let Err(e) = result {
-                stream.set_error(e);
+                stream.set_error_at(e, meta);
             }
             if start_ns != 0 {
-                let kind = if engine == Engine::Copy {
-                    TaskKind::Copy
-                } else {
-                    TaskKind::HostFunc
-                };
-                stream.dev.profiler.emit(TaskRecord {
-                    device,
-                    stream: stream.id,
-                    kind,
-                    name: format!("{kind:?}"),
-                    blocks: 1,
-                    submit_ns,
-                    start_ns,
-                    end_ns: crate::clock::now_ns(),
-                    core_id: u32::MAX,
-                });
+                let mut rec = super::worker::record(&stream, desc.kind, submit_ns, start_ns, meta);
+                (rec.bytes, rec.core, rec.failed) = (desc.bytes, thread, failed);
+                stream.dev.profiler.emit(rec);
             }
         }
         stream.inflight.store(true, Release);

@@ -3,6 +3,7 @@
 
 use crate::error::TaskError;
 use crate::kernel::{BlockCtx, Kernel};
+use crate::profiler::CoreSpan;
 use crate::stream::StreamInner;
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -19,6 +20,9 @@ pub(crate) struct Job {
     error: Mutex<Option<TaskError>>,
     pub(crate) submit_ns: u64,
     pub(crate) start_ns: u64,
+    pub(crate) meta: u32,
+    /// Each core's turn, when profiling (`start_ns != 0`).
+    pub(crate) spans: Mutex<Vec<CoreSpan>>,
 }
 
 /// What a core's turn on a job ended with.
@@ -30,8 +34,8 @@ pub(crate) enum JobTurn {
 }
 
 impl Job {
-    pub(crate) fn new(kernel: Arc<dyn Kernel>, blocks: u32, stream: Arc<StreamInner>, submit_ns: u64) -> Self {
-        let start_ns = if stream.dev.profiler.enabled() {
+    pub(crate) fn new(kernel: Arc<dyn Kernel>, blocks: u32, stream: Arc<StreamInner>, submit_ns: u64, meta: u32) -> Self {
+        let start_ns = if submit_ns != 0 {
             crate::clock::now_ns()
         } else {
             0
@@ -45,6 +49,24 @@ impl Job {
             error: Mutex::new(None),
             submit_ns,
             start_ns,
+            meta,
+            spans: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Notes (or extends) a core's turn that began at `start_ns` (profiling only).
+    #[cold]
+    fn note_span(&self, core: u32, blocks: u32, start_ns: u64) {
+        let end_ns = crate::clock::now_ns();
+        let mut spans = self.spans.lock();
+        match spans.iter_mut().find(|s| s.core == core && s.start_ns == start_ns) {
+            Some(s) => (s.blocks, s.end_ns) = (blocks, end_ns),
+            None => spans.push(CoreSpan {
+                core,
+                blocks,
+                start_ns,
+                end_ns,
+            }),
         }
     }
 
@@ -55,6 +77,8 @@ impl Job {
 
     /// Claims and runs blocks until none are left.
     pub(crate) fn work(&self, core_id: u32) -> JobTurn {
+        let t0 = if self.start_ns != 0 { crate::clock::now_ns() } else { 0 };
+        let mut ran = 0;
         loop {
             let b = self.next.fetch_add(1, Relaxed);
             if b >= self.blocks {
@@ -69,6 +93,12 @@ impl Job {
                 if let Err(e) = run_block(&*self.kernel, blk) {
                     self.error.lock().get_or_insert(e);
                 }
+            }
+            ran += 1;
+            if t0 != 0 {
+                // Before the block counts as done: the finisher's record then holds every
+                // core's turn.
+                self.note_span(core_id, ran, t0);
             }
             if self.done.fetch_add(1, AcqRel) + 1 == self.blocks {
                 return JobTurn::Finished(self.error.lock().take());

@@ -144,6 +144,16 @@ impl DeviceShared {
     pub fn set_observer(&self, obs: Option<Arc<dyn crate::profiler::TaskObserver>>) {
         self.profiler.set(obs);
     }
+
+    /// Adds a task observer beside the installed ones.
+    pub fn add_observer(&self, obs: Arc<dyn crate::profiler::TaskObserver>) {
+        self.profiler.add(obs);
+    }
+
+    /// Removes one observer (by identity); true if it was installed.
+    pub fn remove_observer(&self, obs: &Arc<dyn crate::profiler::TaskObserver>) -> bool {
+        self.profiler.remove(obs)
+    }
 }
 
 /// A running executor: owns the device's threads.

@@ -6,7 +6,7 @@ use super::job::{run_block, Job, JobTurn};
 use super::DeviceShared;
 use crate::error::TaskError;
 use crate::kernel::BlockCtx;
-use crate::profiler::{TaskKind, TaskRecord};
+use crate::profiler::{TaskKind, TaskRecord, NO_CORE};
 use crate::stream::task::{Op, Task};
 use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Hands a stream whose head task finished elsewhere back to its device's ready list.
-fn resume(s: Arc<StreamInner>) {
+pub(super) fn resume(s: Arc<StreamInner>) {
     s.inflight.store(true, Release);
     let dev = s.dev.clone();
     dev.make_ready(s);
@@ -154,34 +154,20 @@ impl Worker {
     }
 
     fn finish_job(&self, job: &Job, err: Option<crate::error::TaskError>) {
+        let failed = err.is_some();
         if let Some(e) = err {
-            job.stream.set_error(e);
+            job.stream.set_error_at(e, job.meta);
         }
         if job.start_ns != 0 {
-            self.emit(
-                &job.stream,
-                TaskKind::Kernel,
-                job.kernel.name(),
-                job.blocks,
-                job.submit_ns,
-                job.start_ns,
-            );
+            let mut rec = record(&job.stream, TaskKind::Kernel, job.submit_ns, job.start_ns, job.meta);
+            rec.name = crate::profiler::intern_name(job.kernel.name());
+            rec.blocks = job.blocks;
+            rec.spans = std::mem::take(&mut *job.spans.lock());
+            rec.spans.sort_by_key(|s| (s.core, s.start_ns));
+            rec.failed = failed;
+            job.stream.dev.profiler.emit(rec);
         }
         job.stream.timeline.advance(1);
-    }
-
-    fn emit(&self, s: &StreamInner, kind: TaskKind, name: &str, blocks: u32, submit_ns: u64, start_ns: u64) {
-        s.dev.profiler.emit(TaskRecord {
-            device: s.dev.ordinal,
-            stream: s.id,
-            kind,
-            name: name.to_string(),
-            blocks,
-            submit_ns,
-            start_ns,
-            end_ns: crate::clock::now_ns(),
-            core_id: self.core,
-        });
     }
 
     /// Drains up to `BUDGET` tasks of a stream this worker owns.
@@ -245,10 +231,12 @@ impl Worker {
 
     /// Runs one task. Returns false when the stream was handed to someone else.
     fn exec(&mut self, s: &Arc<StreamInner>, task: Task) -> bool {
-        let Task { op, submit_ns } = task;
-        let profiling = s.dev.profiler.enabled();
+        let Task { op, submit_ns, meta } = task;
+        // A task created while its device was observed carries its submit time.
+        let profiling = submit_ns != 0;
         let start_ns = if profiling { crate::clock::now_ns() } else { 0 };
         let kind = op.kind();
+        let mut wait_on = None;
         match op {
             Op::Kernel { kernel, blocks: 1 } => {
                 let blk = BlockCtx {
@@ -256,15 +244,20 @@ impl Worker {
                     block_dim: 1,
                     core_id: self.core,
                 };
-                if let Err(e) = run_block(&*kernel, blk) {
-                    s.set_error(e);
+                let r = run_block(&*kernel, blk);
+                let failed = r.is_err();
+                if let Err(e) = r {
+                    s.set_error_at(e, meta);
                 }
                 if profiling {
-                    self.emit(s, kind, kernel.name(), 1, submit_ns, start_ns);
+                    let mut rec = record(s, kind, submit_ns, start_ns, meta);
+                    rec.name = crate::profiler::intern_name(kernel.name());
+                    (rec.core, rec.failed) = (self.core, failed);
+                    s.dev.profiler.emit(rec);
                 }
             }
             Op::Kernel { kernel, blocks } => {
-                let job = Arc::new(Job::new(kernel, blocks, s.clone(), submit_ns));
+                let job = Arc::new(Job::new(kernel, blocks, s.clone(), submit_ns, meta));
                 self.dev.publish(job.clone());
                 return match job.work(self.core) {
                     JobTurn::Finished(err) => {
@@ -276,6 +269,7 @@ impl Worker {
             }
             Op::Record(stamp) => stamp.store(crate::clock::now_ns(), Release),
             Op::Wait { on, target, timeout } => {
+                wait_on = Some((on.id, target));
                 if on.timeline.completed() < target {
                     // Whoever comes first (the target or the deadline) resumes the stream;
                     // reaching the target first cancels the timer entry.
@@ -287,7 +281,12 @@ impl Worker {
                             Box::new(move || {
                                 if !first.swap(true, AcqRel) {
                                     if let Some(me) = me.upgrade() {
-                                        me.set_error(TaskError::WaitTimeout { secs: t.as_secs_f64() });
+                                        me.set_error_at(TaskError::WaitTimeout { secs: t.as_secs_f64() }, meta);
+                                        if profiling {
+                                            let mut rec = record(&me, TaskKind::Wait, submit_ns, start_ns, meta);
+                                            (rec.wait_on, rec.failed) = (wait_on, true);
+                                            me.dev.profiler.emit(rec);
+                                        }
                                         resume(me);
                                     }
                                 }
@@ -299,6 +298,11 @@ impl Worker {
                         if !first.swap(true, AcqRel) {
                             if let Some(k) = key {
                                 crate::executor::timer::cancel(k);
+                            }
+                            if profiling {
+                                let mut rec = record(&me, TaskKind::Wait, submit_ns, start_ns, meta);
+                                rec.wait_on = wait_on;
+                                me.dev.profiler.emit(rec);
                             }
                             resume(me);
                         }
@@ -315,22 +319,50 @@ impl Worker {
                     }
                 }
             }
-            Op::Engine(engine, op) => {
+            Op::Engine(engine, op, desc) => {
                 s.dev.send_engine(
                     engine,
                     EngineJob {
                         stream: s.clone(),
                         op,
                         submit_ns,
+                        meta,
+                        desc,
                     },
                 );
                 return false;
             }
         }
         if profiling && kind != TaskKind::Kernel {
-            self.emit(s, kind, "", 1, submit_ns, start_ns);
+            let mut rec = record(s, kind, submit_ns, start_ns, meta);
+            rec.wait_on = wait_on;
+            s.dev.profiler.emit(rec);
         }
         s.timeline.advance(1);
         true
+    }
+}
+
+/// A record of a task of `s` that ends now (the fields every kind has; the caller fills
+/// in the rest). The task's sequence number is the stream's completed count: tasks
+/// complete in order and this one has not been counted yet.
+pub(super) fn record(s: &StreamInner, kind: TaskKind, submit_ns: u64, start_ns: u64, meta: u32) -> TaskRecord {
+    TaskRecord {
+        device: s.dev.ordinal,
+        context: s.ctx_id,
+        stream: s.id,
+        seq: s.timeline.completed(),
+        kind,
+        name: crate::profiler::intern_name(kind.label()),
+        blocks: 1,
+        bytes: 0,
+        core: NO_CORE,
+        spans: Vec::new(),
+        submit_ns,
+        start_ns,
+        end_ns: crate::clock::now_ns(),
+        meta,
+        wait_on: None,
+        failed: false,
     }
 }

@@ -13,12 +13,13 @@
 //!   buffer: [`try_memcpy_async_from_staging`] is ACL's staged async copy from pageable
 //!   memory (the caller fills the staging buffer first; the device side runs in order).
 
-use super::buffer::sealed::Region;
+use super::buffer::sealed::{Keep, Region};
 use super::buffer::Buffer;
 use super::bulk::{bulk_copy, SPLIT_COPY};
 use super::host::Staging;
 use crate::error::{BufferError, Result};
-use crate::stream::task::{Engine, EngineOp};
+use crate::profiler::TaskKind;
+use crate::stream::task::{Engine, EngineDesc, EngineOp};
 use crate::stream::{Pending, Stream};
 
 /// Copies `n` bytes from `src` to `dst` (memmove semantics when they overlap).
@@ -116,6 +117,24 @@ pub fn memcpy<D: Buffer + ?Sized, S: Buffer + ?Sized>(dst: &D, src: &S, nbytes: 
     Ok(n)
 }
 
+/// A copy's direction and size, for profiles.
+fn copy_desc(d: &Region, s: &Region, n: usize) -> EngineDesc {
+    let dev = |r: &Region| matches!(r.keep, Keep::Device(_));
+    let kind = match (dev(s), dev(d)) {
+        (false, true) => TaskKind::CopyH2D,
+        (true, false) => TaskKind::CopyD2H,
+        (true, true) => TaskKind::CopyD2D,
+        (false, false) => TaskKind::CopyH2H,
+    };
+    EngineDesc { kind, bytes: n as u64 }
+}
+
+/// Queues the copy of `n` bytes from `s` to `d` on `stream`'s copy engine.
+fn queue_copy(stream: &Stream, d: Region, s: Region, n: usize) -> Result<std::result::Result<u64, Pending>> {
+    let desc = copy_desc(&d, &s, n);
+    stream.try_launch_described(Engine::Copy, copy_op(d, s, n), desc)
+}
+
 fn copy_op(d: Region, s: Region, n: usize) -> EngineOp {
     Box::new(move || {
         // SAFETY: as in `memcpy`: the regions were validated for `n` bytes and the closure
@@ -137,7 +156,7 @@ pub fn try_memcpy_async<D: Buffer + ?Sized, S: Buffer + ?Sized>(
 ) -> Result<std::result::Result<u64, Pending>> {
     let (d, s) = (dst.region()?, src.region()?);
     let n = check_sizes("memcpy_async", d.cap, s.cap, nbytes)?;
-    stream.try_launch_engine(Engine::Copy, copy_op(d, s, n))
+    queue_copy(stream, d, s, n)
 }
 
 /// Queues a copy on `stream` (waiting for room if the stream is full). Returns the
@@ -165,7 +184,7 @@ pub fn try_memcpy_async_from_staging<D: Buffer + ?Sized>(
 ) -> Result<std::result::Result<u64, Pending>> {
     let d = dst.region()?;
     let n = check_sizes("memcpy_async", d.cap, staging.len(), nbytes)?;
-    stream.try_launch_engine(Engine::Copy, copy_op(d, staging.into_region(), n))
+    queue_copy(stream, d, staging.into_region(), n)
 }
 
 /// ACL's async copy from pageable memory, for Rust slices: `src` is staged into pinned
@@ -175,7 +194,7 @@ pub fn memcpy_async_from_slice<D: Buffer + ?Sized>(dst: &D, src: &[u8], stream: 
     let n = check_sizes("memcpy_async", d.cap, src.len(), None)?;
     let mut staging = Staging::new(n)?;
     staging.as_mut_slice().copy_from_slice(src);
-    match stream.try_launch_engine(Engine::Copy, copy_op(d, staging.into_region(), n))? {
+    match queue_copy(stream, d, staging.into_region(), n)? {
         Ok(seq) => Ok(seq),
         Err(p) => stream.push_pending(p),
     }
@@ -205,7 +224,11 @@ pub fn try_memset_async<D: Buffer + ?Sized>(
         drop(d);
         Ok(())
     });
-    stream.try_launch_engine(Engine::Copy, op)
+    let desc = EngineDesc {
+        kind: TaskKind::Memset,
+        bytes: n as u64,
+    };
+    stream.try_launch_described(Engine::Copy, op, desc)
 }
 
 /// Queues a memset on `stream` (waiting for room if the stream is full).

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use task::{Engine, EngineOp, Op, Task};
+use task::{Engine, EngineDesc, EngineOp, Op, Task};
 use timeline::Timeline;
 
 const ALIVE: u8 = 0;
@@ -61,7 +61,8 @@ pub struct StreamInner {
     /// The head task finished on another thread; the next owner must count it complete.
     pub(crate) inflight: AtomicBool,
     failed: AtomicBool,
-    error: Mutex<Option<TaskError>>,
+    /// The first failure and the call site of the task that failed.
+    error: Mutex<Option<(TaskError, u32)>>,
     status: AtomicU8,
     is_default: bool,
 }
@@ -99,20 +100,28 @@ impl StreamInner {
     }
 
     /// Records the first failure; later tasks on this stream are skipped.
+    #[allow(dead_code)] // for failures without a launch (fault injection)
     pub(crate) fn set_error(&self, e: TaskError) {
+        self.set_error_at(e, 0);
+    }
+
+    /// [`set_error`](Self::set_error) for a task launched at call site `meta`
+    /// ([`crate::profiler::site`]): the error raised later names that launch.
+    pub(crate) fn set_error_at(&self, e: TaskError, meta: u32) {
         let mut slot = self.error.lock();
         if slot.is_none() {
-            *slot = Some(e);
+            *slot = Some((e, meta));
         }
         self.failed.store(true, Release);
     }
 
     fn sticky(&self) -> Result<()> {
         if self.failed.load(Acquire) {
-            if let Some(e) = self.error.lock().clone() {
+            if let Some((e, meta)) = self.error.lock().clone() {
                 return Err(StreamError::TaskFailed {
                     stream: self.id,
                     source: e,
+                    launched_at: crate::error::LaunchSite(crate::profiler::site::describe(meta)),
                 }
                 .into());
             }
@@ -137,7 +146,11 @@ impl StreamInner {
     /// Pushes without blocking; gives the task back when the ring is full.
     #[inline]
     pub(crate) fn try_push(self: &Arc<Self>, task: Task) -> std::result::Result<u64, Task> {
+        let (submit_ns, meta) = (task.submit_ns, task.meta);
         let pos = self.queue.push(task)?;
+        if submit_ns != 0 {
+            self.note_launch(pos, submit_ns, meta);
+        }
         if self.sched.notify() {
             self.dev.make_ready(self.clone());
         }
@@ -158,13 +171,39 @@ impl StreamInner {
         }
     }
 
+    #[inline]
     pub(crate) fn task(&self, op: Op) -> Task {
-        let submit_ns = if self.dev.profiler.enabled() {
-            crate::clock::now_ns()
-        } else {
-            0
-        };
-        Task { op, submit_ns }
+        if crate::profiler::active() {
+            return self.observed_task(op);
+        }
+        Task {
+            op,
+            submit_ns: 0,
+            meta: 0,
+        }
+    }
+
+    /// A task created while a profiler observes some device or call sites are captured:
+    /// the submit time (observed devices only) and the launch's call site.
+    #[cold]
+    fn observed_task(&self, op: Op) -> Task {
+        let observed = self.dev.profiler.enabled();
+        let submit_ns = if observed { crate::clock::now_ns() } else { 0 };
+        let meta = crate::profiler::site::capture(observed, matches!(op, Op::Kernel { .. }));
+        Task { op, submit_ns, meta }
+    }
+
+    #[cold]
+    fn note_launch(&self, seq: u64, submit_ns: u64, meta: u32) {
+        self.dev.profiler.launched(crate::profiler::LaunchNote {
+            device: self.dev.ordinal,
+            stream: self.id,
+            seq,
+            thread: crate::profiler::thread_id(),
+            submit_ns,
+            queued_ns: crate::clock::now_ns(),
+            meta,
+        });
     }
 
     /// Waits until everything submitted so far has finished.
@@ -278,12 +317,23 @@ impl Stream {
 
     /// Runs `op` on an engine thread in stream order (host callbacks, copies).
     pub fn launch_engine(&self, engine: Engine, op: EngineOp) -> Result<u64> {
-        self.submit(Op::Engine(engine, op))
+        self.submit(Op::Engine(engine, op, EngineDesc::of(engine)))
     }
 
     /// Non-blocking variant of [`launch_engine`](Self::launch_engine).
     pub fn try_launch_engine(&self, engine: Engine, op: EngineOp) -> Result<std::result::Result<u64, Pending>> {
-        self.try_op(Op::Engine(engine, op))
+        self.try_op(Op::Engine(engine, op, EngineDesc::of(engine)))
+    }
+
+    /// [`try_launch_engine`](Self::try_launch_engine) with a description for profiles
+    /// (a copy's direction and size).
+    pub fn try_launch_described(
+        &self,
+        engine: Engine,
+        op: EngineOp,
+        desc: EngineDesc,
+    ) -> Result<std::result::Result<u64, Pending>> {
+        self.try_op(Op::Engine(engine, op, desc))
     }
 
     /// Makes later work on this stream wait for everything submitted to `other` so far.

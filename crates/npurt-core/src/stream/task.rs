@@ -10,6 +10,24 @@ use std::sync::Arc;
 /// Work that runs on an engine thread (copy engine or host-callback thread).
 pub type EngineOp = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
 
+/// What an engine task does, for profiles: its kind and the bytes it moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineDesc {
+    pub kind: TaskKind,
+    pub bytes: u64,
+}
+
+impl EngineDesc {
+    /// The description of an engine task queued without one.
+    pub fn of(engine: Engine) -> Self {
+        let kind = match engine {
+            Engine::Copy => TaskKind::Copy,
+            Engine::Host => TaskKind::HostFunc,
+        };
+        Self { kind, bytes: 0 }
+    }
+}
+
 /// Which engine thread runs an [`EngineOp`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Engine {
@@ -32,7 +50,7 @@ pub(crate) enum Op {
         timeout: Option<std::time::Duration>,
     },
     /// Run on an engine thread.
-    Engine(Engine, EngineOp),
+    Engine(Engine, EngineOp, EngineDesc),
 }
 
 impl Op {
@@ -41,8 +59,7 @@ impl Op {
             Op::Kernel { .. } => TaskKind::Kernel,
             Op::Record(_) => TaskKind::Record,
             Op::Wait { .. } => TaskKind::Wait,
-            Op::Engine(Engine::Copy, _) => TaskKind::Copy,
-            Op::Engine(Engine::Host, _) => TaskKind::HostFunc,
+            Op::Engine(_, _, d) => d.kind,
         }
     }
 }
@@ -51,4 +68,6 @@ pub(crate) struct Task {
     pub(crate) op: Op,
     /// Submit time when profiling is on, else 0.
     pub(crate) submit_ns: u64,
+    /// The launch's call site ([`crate::profiler::site`]), 0 when none was captured.
+    pub(crate) meta: u32,
 }

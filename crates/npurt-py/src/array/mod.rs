@@ -56,6 +56,10 @@ fn run(
     build: impl FnOnce(u32) -> Result<Launch, KernelArgError>,
 ) -> PyResult<()> {
     let s = stream_or_current(stream)?;
+    if npurt_core::profiler::active() {
+        let shapes: Vec<&[usize]> = inputs.iter().chain([&out]).map(|a| a.tensor().shape()).collect();
+        crate::profiler::note_shapes(&shapes);
+    }
     match karray::launch(&s, inputs, out, build).map_err(array_err)? {
         None => Ok(()),
         Some(p) => py.detach(|| karray::finish_launch(&s, p)).py_err(),
