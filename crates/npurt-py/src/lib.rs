@@ -22,6 +22,7 @@ mod mempool;
 mod memstats;
 mod operand;
 mod profiler;
+mod profmem;
 mod pybuf;
 mod runtime;
 mod stream;
@@ -58,5 +59,6 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     operand::register(m)?;
     memstats::register(m)?;
     array::register(m)?;
-    profiler::register(m)
+    profiler::register(m)?;
+    profmem::register(m)
 }
