@@ -35,15 +35,25 @@ AscendCL semantics (``aclrtMalloc``, ``aclrtMallocHost``, ``aclrtMemcpy[Async]``
 * **Statistics** are per device (``device=None``: the current one):
   :func:`memory_allocated`, :func:`memory_reserved`, their ``max_`` peaks,
   :func:`memory_stats` (torch's keys plus ``page_bytes.{hugetlb,thp,normal}``),
-  :func:`memory_summary`, :func:`mem_get_info`.
+  :func:`memory_summary` (with per-pool and per-page-kind lines), :func:`mem_get_info`.
+* **History** in torch.cuda's snapshot format: :func:`record_history` starts recording
+  every alloc / free / segment map / unmap / OOM (with the Python stack of each
+  allocation), :func:`_snapshot` returns ``{"segments": ..., "device_traces": ...}`` and
+  :func:`dump_snapshot` pickles it for torch's tools (``pytorch.org/memory_viz``) or
+  ``python -m npurt.memviz snapshot.pickle -o mem.png``.
 """
 
 from __future__ import annotations
+
+import pickle
+from os import PathLike
 
 from ._npurt import (
     DeviceBuffer,
     HostBuffer,
     MemPool,
+    _memory_snapshot,
+    _record_memory_history,
     empty_cache,
     get_per_process_memory_fraction,
     host_empty_cache,
@@ -70,6 +80,7 @@ __all__ = [
     "HostBuffer",
     "MemPool",
     "POLICIES",
+    "dump_snapshot",
     "empty_cache",
     "get_per_process_memory_fraction",
     "host_empty_cache",
@@ -87,9 +98,45 @@ __all__ = [
     "memory_summary",
     "memset",
     "memset_async",
+    "record_history",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
 ]
 
 #: Allocation policies of :func:`malloc` (ACL's ``aclrtMemMallocPolicy`` 0, 1, 2).
 POLICIES = ("huge_first", "huge_only", "normal_only")
+
+
+def record_history(
+    enabled: str | bool | None = "all",
+    context: str | None = "all",
+    stacks: str | None = "python",
+    max_entries: int = 1_000_000,
+) -> None:
+    """Starts (``enabled="all"``) or stops (``enabled=None``) recording memory history, as
+    ``torch.cuda.memory._record_memory_history``: the last ``max_entries`` events of every
+    device, and (``stacks="python"``, unless ``context=None``) the Python stack of each
+    allocation. Stopping keeps what was recorded for :func:`_snapshot`."""
+    if enabled is True:
+        enabled = "all"
+    elif enabled is False:
+        enabled = None
+    if context is None:
+        stacks = None
+    _record_memory_history(enabled, stacks, int(max_entries))
+
+
+def _snapshot() -> dict:
+    """torch.cuda.memory._snapshot(): ``segments`` (each with ``blocks`` and their
+    ``state``, npurt adds ``pool`` and ``page_kind``) and ``device_traces`` (per device:
+    ``alloc`` / ``free_requested`` / ``free_completed`` / ``segment_alloc`` /
+    ``segment_free`` / ``oom`` with ``addr``, ``size``, ``stream``, ``time_us``,
+    ``frames``)."""
+    return _memory_snapshot()
+
+
+def dump_snapshot(path: str | PathLike[str]) -> None:
+    """Pickles :func:`_snapshot` to ``path`` (torch's ``_dump_snapshot``)."""
+    snap = _snapshot()
+    with open(path, "wb") as f:
+        pickle.dump(snap, f)

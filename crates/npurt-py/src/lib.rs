@@ -14,6 +14,7 @@ mod device;
 mod errors;
 mod event;
 mod gil;
+mod history;
 mod host;
 mod isa;
 mod kernels;
@@ -58,6 +59,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     copy::register(m)?;
     operand::register(m)?;
     memstats::register(m)?;
+    history::register(m)?;
     array::register(m)?;
     profiler::register(m)?;
     profmem::register(m)

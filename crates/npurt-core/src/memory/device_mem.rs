@@ -7,7 +7,7 @@
 use super::pool::PoolInner;
 use crate::error::{Error, Result};
 use crate::executor::DeviceShared;
-use npurt_mem::{CachingPool, MemError, PageKind, PoolConfig, PoolStats};
+use npurt_mem::{BlockSnapshot, BlockStatus, CachingPool, MemError, PageKind, PoolConfig, PoolStats, SegmentSnapshot};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -266,7 +266,105 @@ impl DeviceMemory {
 
     /// torch-style summary table of [`stats`](Self::stats).
     pub fn summary(&self) -> String {
-        format!("device {}\n{}", self.device, self.stats().summary())
+        let mut s = format!("device {}\n{}", self.device, self.stats().summary());
+        s += &self.pool_lines();
+        s
+    }
+
+    /// The summary's per-pool and per-page-kind lines: allocated / reserved bytes of the
+    /// caching pool, each memory pool and the dedicated segments, and reserved bytes by
+    /// page kind.
+    fn pool_lines(&self) -> String {
+        use npurt_mem::human_bytes;
+        let row = |name: String, a: u64, r: u64, n: usize| {
+            format!(
+                "|{:<27}|{:>15}|{:>15}|{:>15}|\n",
+                name,
+                human_bytes(a),
+                human_bytes(r),
+                n
+            )
+        };
+        let thin = "|".to_string() + &"-".repeat(75) + "|\n";
+        let mut s = format!(
+            "|{:<27}|{:>15}|{:>15}|{:>15}|\n",
+            " Pool", "Allocated", "Reserved", "Segments"
+        );
+        s += &thin;
+        let ps = self.pool.stats();
+        s += &row(
+            " caching pool".into(),
+            ps.allocated_bytes[0].current,
+            ps.reserved_bytes[0].current,
+            ps.segment[0].current as usize,
+        );
+        for p in self.pools() {
+            let st = p.pool.stats();
+            s += &row(
+                format!(" mempool {}", p.id),
+                st.allocated_bytes[0].current,
+                p.pool.capacity() as u64,
+                1,
+            );
+        }
+        let ext = self.ext.lock();
+        let mapped: usize = ext.dedicated.values().map(|&(m, _, _)| m).sum();
+        let n = ext.dedicated.len();
+        s += &row(
+            " dedicated segments".into(),
+            ext.stats.allocated_bytes[0].current,
+            mapped as u64,
+            n,
+        );
+        drop(ext);
+        s += &thin;
+        let all = self.stats();
+        let kinds = [
+            (PageKind::HugeTlb, "hugetlb"),
+            (PageKind::Thp, "thp"),
+            (PageKind::Normal, "normal"),
+        ];
+        for (k, name) in kinds {
+            let bytes = human_bytes(all.page_bytes[k.index()]);
+            s += &format!("|{:<27}|{:>15}|{:<31}|\n", format!(" {name} pages"), bytes, " reserved");
+        }
+        s += &("|".to_string() + &"=".repeat(75) + "|\n");
+        s
+    }
+
+    /// Every segment on the device with its blocks (torch's `memory_snapshot`): the
+    /// caching pool's, each memory pool's and the dedicated ones.
+    pub fn segments(&self) -> Vec<(super::events::MemPoolKind, SegmentSnapshot)> {
+        use super::events::MemPoolKind;
+        let mut out: Vec<_> = self
+            .pool
+            .snapshot()
+            .into_iter()
+            .map(|s| (MemPoolKind::Device, s))
+            .collect();
+        for p in self.pools() {
+            out.extend(p.pool.snapshot().into_iter().map(|s| (MemPoolKind::Pool(p.id), s)));
+        }
+        let ext = self.ext.lock();
+        for (&base, &(mapped, requested, kind)) in &ext.dedicated {
+            let block = BlockSnapshot {
+                addr: base,
+                size: mapped,
+                requested,
+                stream: None,
+                status: BlockStatus::Allocated,
+            };
+            let seg = SegmentSnapshot {
+                base,
+                size: mapped,
+                mapped_len: mapped,
+                page_kind: kind,
+                large: true,
+                blocks: vec![block],
+            };
+            out.push((MemPoolKind::Dedicated, seg));
+        }
+        out
     }
 
     /// Live allocations and their bytes (for the teardown's leak report).

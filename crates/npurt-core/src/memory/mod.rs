@@ -46,7 +46,7 @@ pub use copy::{
 };
 pub use device_mem::DeviceMemory;
 pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffer, Staging};
-pub use npurt_mem::{PageKind, PagePolicy, PinnedStats, PoolStats};
+pub use npurt_mem::{BlockStatus, PageKind, PagePolicy, PinnedStats, PoolStats, SegmentSnapshot};
 pub use pool::{exit_pool, MemPool};
 pub(crate) use quota::CtxQuota;
 
