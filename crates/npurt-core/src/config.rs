@@ -234,3 +234,49 @@ mod tests {
         assert!(c.validate().is_err());
     }
 }
+
+/// Launch-blocking mode (`NPURT_LAUNCH_BLOCKING=1`, or torch_npu's `ASCEND_LAUNCH_BLOCKING=1`;
+/// NPURT_ wins when both are set): the bindings wait for every launch, copy and event
+/// record to complete and raise its error at the call, as `CUDA_LAUNCH_BLOCKING` does.
+/// Read once; afterwards one relaxed load.
+#[inline]
+pub fn launch_blocking() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static MODE: AtomicU8 = AtomicU8::new(0); // 0 unread, 1 off, 2 on
+    match MODE.load(Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let on = launch_blocking_from(
+                std::env::var("NPURT_LAUNCH_BLOCKING").ok().as_deref(),
+                std::env::var("ASCEND_LAUNCH_BLOCKING").ok().as_deref(),
+            );
+            MODE.store(if on { 2 } else { 1 }, Relaxed);
+            on
+        }
+    }
+}
+
+/// The rule behind [`launch_blocking`]: a set, non-empty `NPURT_LAUNCH_BLOCKING` decides
+/// (`1`/`true`/`yes`/`on` is on), else `ASCEND_LAUNCH_BLOCKING`; default off.
+pub fn launch_blocking_from(npurt: Option<&str>, ascend: Option<&str>) -> bool {
+    let on = |v: &str| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on");
+    match npurt.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => on(v),
+        None => ascend.is_some_and(on),
+    }
+}
+
+#[cfg(test)]
+mod launch_blocking_tests {
+    use super::launch_blocking_from as f;
+
+    #[test]
+    fn npurt_wins_then_ascend_then_off() {
+        assert!(!f(None, None));
+        assert!(f(Some("1"), None) && f(None, Some("1")) && f(Some("true"), Some("0")));
+        assert!(!f(Some("0"), Some("1")), "NPURT_ wins");
+        assert!(f(Some(""), Some("1")), "empty NPURT_ falls through");
+        assert!(!f(None, Some("2")));
+    }
+}

@@ -63,12 +63,18 @@ fn copies_waits_and_launches_are_described() {
     // b: the wait (its releaser is a's last task), then the D2H.
     assert_eq!(rb.iter().map(|r| r.kind).collect::<Vec<_>>(), vec![Wait, CopyD2H]);
     assert_eq!(rb[0].wait_on, Some((a.id(), 4)));
-    assert!(rb[0].end_ns >= ra[3].end_ns, "the wait ends after the task that released it");
+    assert!(
+        rb[0].end_ns >= ra[3].end_ns,
+        "the wait ends after the task that released it"
+    );
     for r in ra.iter().chain(&rb) {
         assert!(r.submit_ns <= r.start_ns && r.start_ns <= r.end_ns, "{r:?}");
         assert_eq!((r.device, r.context), (0, ctx.id()));
         // Every record has the launch note of its (stream, seq), from this thread.
-        let note = notes.iter().find(|l| l.stream == r.stream && l.seq == r.seq).expect("launch note");
+        let note = notes
+            .iter()
+            .find(|l| l.stream == r.stream && l.seq == r.seq)
+            .expect("launch note");
         assert!(note.submit_ns == r.submit_ns && note.queued_ns >= note.submit_ns);
         assert_eq!(note.thread, profiler::thread_id());
     }
@@ -108,7 +114,12 @@ fn the_ring_keeps_the_last_records() {
     }
     s.synchronize(None).unwrap();
     dev.remove_observer(&handle);
-    let mine: Vec<u64> = ring.snapshot().iter().filter(|r| r.stream == s.id()).map(|r| r.seq).collect();
+    let mine: Vec<u64> = ring
+        .snapshot()
+        .iter()
+        .filter(|r| r.stream == s.id())
+        .map(|r| r.seq)
+        .collect();
     assert!(mine.len() <= 8 && mine.last() == Some(&19), "{mine:?}");
     s.destroy(false).unwrap();
 }

@@ -65,19 +65,18 @@ pub(crate) fn memcpy(
 
 fn finish(py: Python<'_>, st: &Stream, r: Result<Result<u64, Pending>, npurt_kernels::ArrayError>) -> PyResult<()> {
     match r.map_err(array_err)? {
-        Ok(_) => Ok(()),
-        Err(p) => py.detach(|| st.push_pending(p).map(drop)).py_err(),
+        Ok(_) => {}
+        Err(p) => py.detach(|| st.push_pending(p).map(drop)).py_err()?,
     }
+    crate::wait::if_blocking(py, st)
 }
 
 /// Queues a copy between npurt memory. With an array side, the ordering waits it queues
 /// may have to wait for room in a full ring, so the whole call runs without the GIL.
 fn queue_copy(py: Python<'_>, st: &Stream, d: Side<'_>, s: Side<'_>, n: Option<usize>, arrays: bool) -> PyResult<()> {
     if arrays {
-        return py
-            .detach(|| copies::memcpy_async(d, s, n, st))
-            .map(drop)
-            .map_err(array_err);
+        py.detach(|| copies::memcpy_async(d, s, n, st)).map_err(array_err)?;
+        return crate::wait::if_blocking(py, st);
     }
     finish(py, st, copies::try_memcpy_async(d, s, n, st))
 }

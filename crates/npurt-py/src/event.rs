@@ -23,10 +23,11 @@ impl PyEvent {
 /// stream, so the GIL is released for it.
 pub(crate) fn record(py: Python<'_>, e: &Event, s: &npurt_core::Stream) -> PyResult<()> {
     if e.timing() {
-        py.detach(|| e.record(s)).py_err()
+        py.detach(|| e.record(s)).py_err()?;
     } else {
-        e.record(s).py_err()
+        e.record(s).py_err()?;
     }
+    crate::wait::if_blocking(py, s)
 }
 
 #[pymethods]

@@ -62,9 +62,10 @@ pub(crate) fn stream_or_current(stream: Option<&Bound<'_, PyAny>>) -> PyResult<S
 /// hands the task back, and pushing it waits for room, so that runs without the GIL.
 pub(crate) fn submit(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
     match r.py_err()? {
-        Ok(_) => Ok(()),
-        Err(p) => py.detach(|| s.push_pending(p).map(drop)).py_err(),
+        Ok(_) => {}
+        Err(p) => py.detach(|| s.push_pending(p).map(drop)).py_err()?,
     }
+    crate::wait::if_blocking(py, s)
 }
 
 #[pymethods]

@@ -57,6 +57,17 @@ pub(crate) fn stream(py: Python<'_>, s: &Stream, timeout: Option<Duration>) -> P
     s.check().py_err()
 }
 
+/// Launch-blocking mode (`npurt_core::config::launch_blocking`): after a launch, copy or
+/// record, waits for the stream and raises its error at the call; otherwise one load.
+#[inline]
+pub(crate) fn if_blocking(py: Python<'_>, s: &Stream) -> PyResult<()> {
+    if npurt_core::config::launch_blocking() {
+        stream(py, s, None)
+    } else {
+        Ok(())
+    }
+}
+
 /// Waits for everything submitted to `s` so far, ignoring its errors (before a destroy).
 pub(crate) fn drain(py: Python<'_>, s: &Stream) -> PyResult<()> {
     let target = s.submitted_count();

@@ -134,11 +134,7 @@ fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
         if stream.skipping() {
             drop(op);
         } else {
-            let start_ns = if submit_ns != 0 {
-                crate::clock::now_ns()
-            } else {
-                0
-            };
+            let start_ns = if submit_ns != 0 { crate::clock::now_ns() } else { 0 };
             let result = match catch_unwind(AssertUnwindSafe(op)) {
                 Ok(r) => r,
                 Err(p) => Err(match engine {

@@ -34,12 +34,14 @@ pub(crate) enum JobTurn {
 }
 
 impl Job {
-    pub(crate) fn new(kernel: Arc<dyn Kernel>, blocks: u32, stream: Arc<StreamInner>, submit_ns: u64, meta: u32) -> Self {
-        let start_ns = if submit_ns != 0 {
-            crate::clock::now_ns()
-        } else {
-            0
-        };
+    pub(crate) fn new(
+        kernel: Arc<dyn Kernel>,
+        blocks: u32,
+        stream: Arc<StreamInner>,
+        submit_ns: u64,
+        meta: u32,
+    ) -> Self {
+        let start_ns = if submit_ns != 0 { crate::clock::now_ns() } else { 0 };
         Self {
             kernel,
             blocks,

@@ -54,7 +54,12 @@ impl TaskKind {
     pub fn on_copy_engine(self) -> bool {
         matches!(
             self,
-            TaskKind::CopyH2D | TaskKind::CopyD2H | TaskKind::CopyD2D | TaskKind::CopyH2H | TaskKind::Memset | TaskKind::Copy
+            TaskKind::CopyH2D
+                | TaskKind::CopyD2H
+                | TaskKind::CopyD2D
+                | TaskKind::CopyH2H
+                | TaskKind::Memset
+                | TaskKind::Copy
         )
     }
 }

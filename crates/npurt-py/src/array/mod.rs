@@ -61,9 +61,10 @@ fn run(
         crate::profiler::note_shapes(&shapes);
     }
     match karray::launch(&s, inputs, out, build).map_err(array_err)? {
-        None => Ok(()),
-        Some(p) => py.detach(|| karray::finish_launch(&s, p)).py_err(),
+        None => {}
+        Some(p) => py.detach(|| karray::finish_launch(&s, p)).py_err()?,
     }
+    crate::wait::if_blocking(py, &s)
 }
 
 #[pymethods]
