@@ -74,3 +74,7 @@ live_counts = _npurt.live_counts
 # Finish queued work and stop runtime threads while the interpreter can still run
 # host callbacks.
 _atexit.register(_npurt._shutdown)
+
+from . import _status  # noqa: E402  (npurt-smi's per-process record)
+
+_status.start()

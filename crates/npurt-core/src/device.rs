@@ -109,6 +109,11 @@ impl Device {
         &self.memory
     }
 
+    /// What `npurt-smi` shows: (AI-core workers, their busy nanoseconds summed, live events).
+    pub fn activity(&self) -> (usize, u64, usize) {
+        (self.shared.workers(), self.shared.busy_ns(), self.shared.live_events())
+    }
+
     pub fn ordinal(&self) -> u32 {
         self.props.ordinal
     }

@@ -87,7 +87,33 @@ fn _timer_pending() -> usize {
     npurt_core::timer_pending()
 }
 
+/// What npurt-smi's status record holds for `device` if it is active (None otherwise; never
+/// starts it): workers, busy_ns (AI-core busy time summed over workers), events,
+/// allocated, reserved, capacity and hugetlb bytes.
+#[pyfunction]
+fn _device_status(py: Python<'_>, device: i64) -> PyResult<Option<Bound<'_, PyDict>>> {
+    let Some(dev) = py.detach(|| registry::active_device(device)).py_err()? else {
+        return Ok(None);
+    };
+    let (workers, busy_ns, events) = dev.activity();
+    let m = dev.memory();
+    let st = m.stats();
+    let d = PyDict::new(py);
+    d.set_item("workers", workers)?;
+    d.set_item("busy_ns", busy_ns)?;
+    d.set_item("events", events)?;
+    d.set_item("allocated", m.allocated_bytes())?;
+    d.set_item("reserved", m.reserved_bytes())?;
+    d.set_item("capacity", m.capacity())?;
+    d.set_item(
+        "hugetlb_bytes",
+        st.page_bytes[npurt_core::memory::PageKind::HugeTlb.index()],
+    )?;
+    Ok(Some(d))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_device_status, m)?)?;
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(live_counts, m)?)?;

@@ -20,12 +20,13 @@ use crate::profiler::ProfilerSlot;
 use crate::stream::task::Engine;
 use crate::stream::StreamInner;
 use crossbeam_queue::SegQueue;
+use crossbeam_utils::CachePadded;
 use engine::{EngineJob, HostPool};
 use job::Job;
 use notifier::Notifier;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
@@ -52,9 +53,27 @@ pub struct DeviceShared {
     pub(crate) profiler: ProfilerSlot,
     /// Events created on this device that still exist.
     pub(crate) live_events: AtomicUsize,
+    /// Nanoseconds each worker spent running work (its own counter: a plain store).
+    pub(crate) busy: Box<[CachePadded<AtomicU64>]>,
 }
 
 impl DeviceShared {
+    /// Nanoseconds the AI-core workers spent running work, summed over workers (since
+    /// the device started; utilisation = its growth / (elapsed × workers)).
+    pub fn busy_ns(&self) -> u64 {
+        self.busy.iter().map(|b| b.load(Relaxed)).sum()
+    }
+
+    /// AI-core worker threads.
+    pub fn workers(&self) -> usize {
+        self.busy.len()
+    }
+
+    /// Events created on this device that still exist.
+    pub fn live_events(&self) -> usize {
+        self.live_events.load(Relaxed)
+    }
+
     #[inline]
     pub(crate) fn is_alive(&self) -> bool {
         self.alive.load(Acquire)
@@ -182,6 +201,7 @@ impl Executor {
             shutdown: AtomicBool::new(false),
             profiler: ProfilerSlot::default(),
             live_events: AtomicUsize::new(0),
+            busy: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
         });
         let spawn_err = |e: std::io::Error| DeviceError::Spawn {
             device: ordinal,

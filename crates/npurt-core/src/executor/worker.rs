@@ -12,7 +12,7 @@ use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
 use crate::thread_role::mark_runtime_thread;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,6 +41,8 @@ struct Worker {
     /// This worker counts as a searcher in the notifier (spinning for work, or lingering
     /// on an emptied stream): producers then leave sleepers asleep, trusting it to look.
     searching: bool,
+    /// Nanoseconds spent in `run` (published to `dev.busy[core]`).
+    busy: u64,
 }
 
 pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
@@ -50,6 +52,7 @@ pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
         core: core as u32,
         picks: 0,
         searching: false,
+        busy: 0,
     };
     w.main_loop();
 }
@@ -141,7 +144,18 @@ impl Worker {
         }
     }
 
+    /// Runs `work`, counting the time as busy (two clock reads per piece of work: a job's
+    /// blocks, or a drained batch of up to `BUDGET` tasks).
     fn run(&mut self, work: Work) {
+        let t0 = crate::clock::now_ns();
+        self.run_untimed(work);
+        self.busy += crate::clock::now_ns().saturating_sub(t0);
+        if let Some(b) = self.dev.busy.get(self.core as usize) {
+            b.store(self.busy, Relaxed);
+        }
+    }
+
+    fn run_untimed(&mut self, work: Work) {
         match work {
             Work::Job(job) => {
                 if let JobTurn::Finished(err) = job.work(self.core) {
