@@ -33,6 +33,51 @@ fn round(s: &Stream, k: &Arc<dyn Kernel>) -> f64 {
     t.elapsed().as_nanos() as f64 / N as f64
 }
 
+/// The launching thread's cost alone: bursts shorter than the ring (never blocked on a
+/// full ring), the wait for the worker outside the timing.
+fn launch_only(s: &Stream, k: &Arc<dyn Kernel>) -> f64 {
+    let mut total = 0u128;
+    let bursts = 200;
+    for _ in 0..bursts {
+        let t = Instant::now();
+        for _ in 0..BURST {
+            s.launch(k.clone(), 1).unwrap();
+        }
+        total += t.elapsed().as_nanos();
+        s.synchronize(None).unwrap();
+    }
+    total as f64 / (bursts * BURST) as f64
+}
+
+const BURST: u32 = 512;
+
+/// The process's CPU time (all threads, user + system), ns.
+fn cpu_ns() -> u128 {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is given; zeroed is a valid rusage.
+    let ru = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
+        ru.assume_init()
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as u128 * 1_000_000_000 + tv.tv_usec as u128 * 1000;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Bursts of `BURST` launches, each followed by a synchronize: the ring never fills, so
+/// the producer never parks on it. Returns the process's CPU time per task (every thread:
+/// the launching one, the workers, and their spinning while idle, alike in both cases):
+/// on a machine shared with other work this is steadier than wall time.
+fn bursts(s: &Stream, k: &Arc<dyn Kernel>) -> f64 {
+    let c = cpu_ns();
+    for _ in 0..200 {
+        for _ in 0..BURST {
+            s.launch(k.clone(), 1).unwrap();
+        }
+        s.synchronize(None).unwrap();
+    }
+    (cpu_ns() - c) as f64 / (200 * BURST) as f64
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -53,7 +98,16 @@ fn main() -> Result<(), npurt_core::Error> {
     let k: Arc<dyn Kernel> = Arc::new(Nop);
     site::set_source(fixed_site);
     round(&s, &k); // warm-up
-    let names = ["off (never observed)", "collector on", "off again", "call sites only"];
+    let names = [
+        "off (never observed)",
+        "collector on",
+        "off again",
+        "call sites only",
+        "launch call only, off",
+        "launch call only, on",
+        "bursts, CPU time, off",
+        "bursts, CPU time, on",
+    ];
     let mut t: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut kept = 0usize;
     for _ in 0..ROUNDS {
@@ -68,6 +122,20 @@ fn main() -> Result<(), npurt_core::Error> {
         site::set_always(true);
         t[3].push(round(&s, &k));
         site::set_always(false);
+        t[4].push(launch_only(&s, &k));
+        let obs = Arc::new(Collector::new());
+        let handle: Arc<dyn TaskObserver> = obs.clone();
+        dev.add_observer(handle.clone());
+        t[5].push(launch_only(&s, &k));
+        dev.remove_observer(&handle);
+        drop(obs.take());
+        t[6].push(bursts(&s, &k));
+        let obs = Arc::new(Collector::new());
+        let handle: Arc<dyn TaskObserver> = obs.clone();
+        dev.add_observer(handle.clone());
+        t[7].push(bursts(&s, &k));
+        dev.remove_observer(&handle);
+        drop(obs.take());
     }
     let base = median(t[0].clone());
     for (name, v) in names.iter().zip(t) {

@@ -91,21 +91,26 @@ fn capture(py: Python<'_>, want: u8) -> PyResult<u32> {
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     // The innermost frame outside npurt's package (its Python wrappers are not the site).
-    let (code_key, file) = loop {
-        let code = frame.getattr("f_code")?;
-        let info = code_info(&mut cache, &code, pkg)?;
-        let back = frame.getattr("f_back")?;
-        if !info.internal || back.is_none() {
-            break (code.as_ptr() as usize, info.file.clone());
+    // Attribute names interned once (no string built per launch); `f_back` only read for
+    // npurt's own frames.
+    let code_key = loop {
+        let code = frame.getattr(pyo3::intern!(py, "f_code"))?;
+        if !code_info(&mut cache, &code, pkg)?.internal {
+            break code.as_ptr() as usize;
+        }
+        let back = frame.getattr(pyo3::intern!(py, "f_back"))?;
+        if back.is_none() {
+            break code.as_ptr() as usize;
         }
         frame = back;
     };
-    let line: u32 = frame.getattr("f_lineno")?.extract().unwrap_or(0);
+    let line: u32 = frame.getattr(pyo3::intern!(py, "f_lineno"))?.extract().unwrap_or(0);
     if want & site::WANT_STACK == 0 {
         if let Some(id) = cache.ids.get(&(code_key, line, shapes.clone())) {
             return Ok(*id);
         }
     }
+    let file = cache.codes[&code_key].file.clone();
     let stack = if want & site::WANT_STACK != 0 {
         Some(stack_of(&frame)?)
     } else {

@@ -87,8 +87,7 @@ def _thread_names() -> Dict[int, str]:
 
 
 def _task_args(e: TaskEvent, eid: int) -> Dict[str, Any]:
-    a: Dict[str, Any] = {"External id": eid, "device": e.device, "context": e.context, "stream": e.stream,
-                         "seq": e.seq, "kind": e.kind}
+    a: Dict[str, Any] = {"External id": eid, "context": e.context, "stream": e.stream, "seq": e.seq, "kind": e.kind}
     if e.kind == "kernel":
         a["blocks"] = e.blocks
         a["cores"] = e.cores
@@ -155,7 +154,7 @@ def write_chrome_trace(
     for tid, rows in host.items():
         b.track(hpid, tid, names.get(tid, f"thread {tid}"), 0 if tid == os.getpid() else 1)
         for start, end, e in rows:
-            args = {"External id": eids[id(e)], "stream": e.stream, "seq": e.seq}
+            args: Dict[str, Any] = {"External id": eids[id(e)]}
             if e.site:
                 args["site"] = e.site
             b.slice(hpid, tid, RUNTIME_CALLS.get(e.kind, e.kind), "cuda_runtime", start, end, args)
@@ -174,16 +173,14 @@ def write_chrome_trace(
             spans = e.spans or ([(e.core, 1, e.start_ns, e.end_ns)] if e.core is not None else [])
             for core, blocks, s, t in spans:
                 b.track(dev, AICORE_TID + core, f"AI Core {core}", AICORE_TID + core)
-                b.slice(dev, AICORE_TID + core, e.name, cat, s, t, {"External id": eids[id(e)], "blocks": blocks,
-                                                                     "stream": e.stream})
+                b.slice(dev, AICORE_TID + core, e.name, cat, s, t, {"External id": eids[id(e)], "blocks": blocks})
         elif e.kind in COPY_KINDS:
             b.track(dev, COPY_TID, "Copy Engine", COPY_TID)
-            b.slice(dev, COPY_TID, e.name, cat, e.start_ns, e.end_ns, {"External id": eids[id(e)], "bytes": e.bytes,
-                                                                        "stream": e.stream})
+            b.slice(dev, COPY_TID, e.name, cat, e.start_ns, e.end_ns, {"External id": eids[id(e)]})
         elif e.kind == "host_func" and e.core is not None:
             tid = CALLBACK_TID + e.core
             b.track(dev, tid, f"Host Callback {e.core}", tid)
-            b.slice(dev, tid, e.name, cat, e.start_ns, e.end_ns, {"External id": eids[id(e)], "stream": e.stream})
+            b.slice(dev, tid, e.name, cat, e.start_ns, e.end_ns, {"External id": eids[id(e)]})
         hs = host_start.get(id(e))
         if hs is not None:
             b.flow(LAUNCH_FLOW, (hpid, hs[0], hs[1]), (dev, e.stream, e.start_ns))

@@ -173,8 +173,14 @@ impl Worker {
             job.stream.set_error_at(e, job.meta);
         }
         if job.start_ns != 0 {
-            let mut rec = record(&job.stream, TaskKind::Kernel, job.submit_ns, job.start_ns, job.meta);
-            rec.name = crate::profiler::intern_name(job.kernel.name());
+            let mut rec = record(
+                &job.stream,
+                TaskKind::Kernel,
+                job.kernel.name(),
+                job.submit_ns,
+                job.start_ns,
+                job.meta,
+            );
             rec.blocks = job.blocks;
             rec.spans = std::mem::take(&mut *job.spans.lock());
             rec.spans.sort_by_key(|s| (s.core, s.start_ns));
@@ -264,8 +270,7 @@ impl Worker {
                     s.set_error_at(e, meta);
                 }
                 if profiling {
-                    let mut rec = record(s, kind, submit_ns, start_ns, meta);
-                    rec.name = crate::profiler::intern_name(kernel.name());
+                    let mut rec = record(s, kind, kernel.name(), submit_ns, start_ns, meta);
                     (rec.core, rec.failed) = (self.core, failed);
                     s.dev.profiler.emit(rec);
                 }
@@ -297,7 +302,14 @@ impl Worker {
                                     if let Some(me) = me.upgrade() {
                                         me.set_error_at(TaskError::WaitTimeout { secs: t.as_secs_f64() }, meta);
                                         if profiling {
-                                            let mut rec = record(&me, TaskKind::Wait, submit_ns, start_ns, meta);
+                                            let mut rec = record(
+                                                &me,
+                                                TaskKind::Wait,
+                                                TaskKind::Wait.label(),
+                                                submit_ns,
+                                                start_ns,
+                                                meta,
+                                            );
                                             (rec.wait_on, rec.failed) = (wait_on, true);
                                             me.dev.profiler.emit(rec);
                                         }
@@ -314,7 +326,8 @@ impl Worker {
                                 crate::executor::timer::cancel(k);
                             }
                             if profiling {
-                                let mut rec = record(&me, TaskKind::Wait, submit_ns, start_ns, meta);
+                                let mut rec =
+                                    record(&me, TaskKind::Wait, TaskKind::Wait.label(), submit_ns, start_ns, meta);
                                 rec.wait_on = wait_on;
                                 me.dev.profiler.emit(rec);
                             }
@@ -348,7 +361,7 @@ impl Worker {
             }
         }
         if profiling && kind != TaskKind::Kernel {
-            let mut rec = record(s, kind, submit_ns, start_ns, meta);
+            let mut rec = record(s, kind, kind.label(), submit_ns, start_ns, meta);
             rec.wait_on = wait_on;
             s.dev.profiler.emit(rec);
         }
@@ -360,14 +373,21 @@ impl Worker {
 /// A record of a task of `s` that ends now (the fields every kind has; the caller fills
 /// in the rest). The task's sequence number is the stream's completed count: tasks
 /// complete in order and this one has not been counted yet.
-pub(super) fn record(s: &StreamInner, kind: TaskKind, submit_ns: u64, start_ns: u64, meta: u32) -> TaskRecord {
+pub(super) fn record(
+    s: &StreamInner,
+    kind: TaskKind,
+    name: &str,
+    submit_ns: u64,
+    start_ns: u64,
+    meta: u32,
+) -> TaskRecord {
     TaskRecord {
         device: s.dev.ordinal,
         context: s.ctx_id,
         stream: s.id,
         seq: s.timeline.completed(),
         kind,
-        name: crate::profiler::intern_name(kind.label()),
+        name: crate::profiler::intern_name(name),
         blocks: 1,
         bytes: 0,
         core: NO_CORE,

@@ -233,20 +233,28 @@ impl Drop for ProfilerSlot {
 }
 
 thread_local! {
-    static NAMES: std::cell::RefCell<std::collections::HashMap<Box<str>, Arc<str>>> = Default::default();
+    /// Recently seen names by address (kernel names are mostly `&'static str`s, so the
+    /// address repeats; the bytes are compared too, so a reused address is no confusion).
+    static NAMES: std::cell::RefCell<Vec<(usize, Arc<str>)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// A shared copy of `name` (kernel names repeat: one allocation per name and thread).
+/// Names kept per thread.
+const NAME_CACHE: usize = 32;
+
+/// A shared copy of `name` (kernel names repeat: one allocation per name and thread, a
+/// short scan to find it again).
 pub fn intern_name(name: &str) -> Arc<str> {
     NAMES.with(|m| {
         let mut m = m.borrow_mut();
-        if let Some(a) = m.get(name) {
+        let addr = name.as_ptr() as usize;
+        if let Some((_, a)) = m.iter().find(|(p, a)| *p == addr && **a == *name) {
             return a.clone();
         }
         let a: Arc<str> = Arc::from(name);
-        if m.len() < 4096 {
-            m.insert(name.into(), a.clone());
+        if m.len() == NAME_CACHE {
+            m.remove(0);
         }
+        m.push((addr, a.clone()));
         a
     })
 }
