@@ -15,7 +15,7 @@ static NEXT_CTX_ID: AtomicU64 = AtomicU64::new(1);
 static LIVE_CONTEXTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Shared state of a context.
-pub struct ContextInner {
+pub(crate) struct ContextInner {
     pub(crate) id: u64,
     pub(crate) device: u32,
     pub(crate) dev: Arc<DeviceShared>,
@@ -71,7 +71,7 @@ impl Drop for ContextInner {
 }
 
 /// Contexts that exist in this process (for leak checks).
-pub fn live_contexts() -> usize {
+pub(crate) fn live_contexts() -> usize {
     LIVE_CONTEXTS.load(Relaxed)
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 static LIVE_EVENTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Events that exist in this process (for leak checks).
-pub fn live_events() -> usize {
+pub(crate) fn live_events() -> usize {
     LIVE_EVENTS.load(Relaxed)
 }
 
@@ -29,7 +29,7 @@ struct Point {
     stamp: Option<Arc<AtomicU64>>,
 }
 
-pub struct EventInner {
+pub(crate) struct EventInner {
     timing: bool,
     dev: Arc<DeviceShared>,
     point: Mutex<Option<Point>>,

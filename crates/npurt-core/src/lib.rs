@@ -3,7 +3,7 @@
 //! an AI-Core executor, and engines for copies and host callbacks.
 //!
 //! ```
-//! use npurt_core::{current, kernel::{BlockCtx, Kernel, KernelFault}};
+//! use npurt_core::{current, BlockCtx, Kernel, KernelFault};
 //! use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
 //!
 //! struct Count(AtomicU32);
@@ -25,41 +25,46 @@
 //!
 //! The layers, bottom up; a module imports from its own layer or below:
 //!
-//! 1. base: [`error`] (with the [`AclCode`] table), [`config`], [`clock`], `sync` (the
-//!    loom shim), [`kernel`], [`profiler`], [`thread_role`];
+//! 1. base: [`error`] (with the [`AclCode`] table), [`config`], `clock`, `sync` (the
+//!    loom shim), `kernel`, [`profiler`], `thread_role`;
 //! 2. the stream's parts: `stream::{queue, sched_state, timeline, task}`;
-//! 3. the scheduler and what it schedules: [`executor`] ⇄ [`stream`] (the one inherent
+//! 3. the scheduler and what it schedules: `executor` ⇄ `stream` (the one inherent
 //!    circle: a stream puts itself on its device's ready list, workers run its tasks); a
 //!    stream reaches its context's stream list only through a `Weak` (`stream::StreamList`);
-//! 4. [`event`] (points on streams; `Stream::wait_event` lives there) and [`memory`]
+//! 4. `event` (points on streams; `Stream::wait_event` lives there) and [`memory`]
 //!    (device memory, buffers, copies; copies are stream tasks);
-//! 5. [`context`]: a context owns its streams and memory;
-//! 6. [`device`] (one active device) and [`registry`] (the process-wide registry with ACL's
+//! 5. `context`: a context owns its streams and memory;
+//! 6. `device` (one active device) and [`registry`] (the process-wide registry with ACL's
 //!    reference-counted lifetime);
 //! 7. the per-thread fronts: [`current`] (current context and stream, lazy device 0) and
 //!    [`alloc`] (`malloc`, `resolve`, `current_memory`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(unreachable_pub)]
 
+// The facade (cudarc style): the API namespaces below are public — functions grouped by
+// concern (`alloc::malloc`, `memory::memcpy_async`, `registry::set_device`...) and the
+// error enums; every other module is internal and its public types are re-exported here.
 pub mod alloc;
-pub mod clock;
 pub mod config;
-pub mod context;
 pub mod current;
-pub mod device;
 pub mod error;
-pub mod event;
-pub mod executor;
-pub mod kernel;
-pub mod lifecycle;
 pub mod memory;
 pub mod profiler;
 pub mod registry;
-pub mod stream;
-mod sync;
-pub mod thread_role;
 
-pub use config::Config;
+mod clock;
+mod context;
+mod device;
+mod event;
+mod executor;
+mod kernel;
+mod lifecycle;
+mod stream;
+mod sync;
+mod thread_role;
+
+pub use config::{Config, ExecConfig};
 pub use context::Context;
 pub use device::{Device, DeviceProps, LeakReport};
 pub use error::{AclCode, Error, ErrorKind, Result};
@@ -67,7 +72,7 @@ pub use event::Event;
 pub use kernel::{BlockCtx, Kernel, KernelFault};
 pub use memory::{DeviceBuffer, HostBuffer, MemPool};
 pub use stream::task::{Engine, EngineOp};
-pub use stream::Stream;
+pub use stream::{Pending, Stream, LOWEST_PRIORITY, MAX_BLOCKS};
 
 /// Device-side wait deadlines scheduled and not yet fired or cancelled (leak checks).
 pub fn timer_pending() -> usize {

@@ -27,12 +27,12 @@ static RUNNING: [AtomicPtr<DeviceShared>; MAX_DEVICES] = [const { AtomicPtr::new
 
 /// True in a child process forked after npurt was initialised.
 #[inline]
-pub fn forked() -> bool {
+pub(crate) fn forked() -> bool {
     FORKED.load(SeqCst)
 }
 
 /// True once the runtime was shut down (process exit).
-pub fn is_shut_down() -> bool {
+pub(crate) fn is_shut_down() -> bool {
     SHUT_DOWN.load(SeqCst)
 }
 

@@ -7,7 +7,7 @@ use crate::{DType, KernelArgError, Launch, TensorView};
 use npurt_core::alloc;
 use npurt_core::error::DeviceError;
 use npurt_core::memory::{self, DeviceBuffer, DeviceMemory, PagePolicy};
-use npurt_core::stream::Pending;
+use npurt_core::Pending;
 use npurt_core::{Error, Stream};
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};

@@ -18,7 +18,7 @@
 use crate::{ArrayError, DeviceArray, KernelArgError};
 use npurt_core::error::DeviceError;
 use npurt_core::memory::{self, AnyBuffer, Buffer, BufferView, Staging};
-use npurt_core::stream::Pending;
+use npurt_core::Pending;
 use npurt_core::{Error, Stream};
 
 /// One side of a copy.

@@ -28,6 +28,7 @@
 //! the full API, aliasing rules and accuracy.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(unreachable_pub)]
 
 pub mod array;
 mod busy;

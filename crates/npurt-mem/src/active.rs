@@ -35,7 +35,7 @@ impl State {
     }
 
     /// `reset_peak_stats` for the derived active statistics.
-    pub fn reset_active_peaks(&mut self) {
+    pub(crate) fn reset_active_peaks(&mut self) {
         for idx in 0..3 {
             self.active_peak[0][idx] = self.stats.allocation[idx].current + self.stats.active[idx].current;
             self.active_peak[1][idx] = self.stats.allocated_bytes[idx].current + self.stats.active_bytes[idx].current;

@@ -57,12 +57,12 @@ pub(crate) type FreeKey = (u64, usize, usize);
 
 impl Block {
     #[inline]
-    pub fn key(&self) -> FreeKey {
+    pub(crate) fn key(&self) -> FreeKey {
         (self.stream, self.size, self.addr)
     }
 
     #[inline]
-    pub fn end(&self) -> usize {
+    pub(crate) fn end(&self) -> usize {
         self.addr + self.size
     }
 }
@@ -76,7 +76,7 @@ pub(crate) struct Slab {
 
 impl Slab {
     #[inline]
-    pub fn insert(&mut self, b: Block) -> u32 {
+    pub(crate) fn insert(&mut self, b: Block) -> u32 {
         if let Some(i) = self.vacant.pop() {
             self.blocks[i as usize] = b;
             i
@@ -89,14 +89,14 @@ impl Slab {
     }
 
     #[inline]
-    pub fn remove(&mut self, i: u32) {
+    pub(crate) fn remove(&mut self, i: u32) {
         self.blocks[i as usize].state = BState::Dead;
         self.vacant.push(i);
     }
 
     /// Live (non-dead) blocks with their slot.
     #[cfg(test)]
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &Block)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, &Block)> {
         self.blocks
             .iter()
             .enumerate()

@@ -8,7 +8,7 @@ use crate::stats;
 impl State {
     /// Verifies: segments are tiled by their block chains, the address maps and free
     /// lists agree with block states, and the statistics add up.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let mut allocated = 0usize;
         let mut reserved = 0usize;
         let mut nblocks = 0usize;

@@ -30,7 +30,7 @@ impl State {
     }
 
     /// Coalesces the deferred blocks of `pool`'s hot cache (they stay hot).
-    pub fn settle(&mut self, pool: usize) {
+    pub(crate) fn settle(&mut self, pool: usize) {
         let (slots, len) = self.free.hot_slots(pool);
         for &i in &slots[..len] {
             // Skip entries an earlier merge of this loop absorbed, evicted or settled.
@@ -43,13 +43,13 @@ impl State {
     }
 
     /// Coalesces every deferred block (both pools).
-    pub fn settle_all(&mut self) {
+    pub(crate) fn settle_all(&mut self) {
         self.settle(SMALL);
         self.settle(LARGE);
     }
 
     /// Moves every hot block into the ordered maps, coalescing deferred ones.
-    pub fn flush_hot(&mut self) {
+    pub(crate) fn flush_hot(&mut self) {
         for pool in [SMALL, LARGE] {
             while let Some(i) = self.free.pop_hot(&mut self.blocks, pool) {
                 if self.blocks[i].deferred {
@@ -117,7 +117,7 @@ impl State {
 
     /// Size of the largest free cached block, counting each deferred block as the block
     /// it will coalesce into (reading it changes nothing).
-    pub fn largest_free(&self) -> usize {
+    pub(crate) fn largest_free(&self) -> usize {
         let mut largest = self.free.largest(&self.blocks);
         for pool in [SMALL, LARGE] {
             let (slots, len) = self.free.hot_slots(pool);

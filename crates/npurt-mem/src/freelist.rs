@@ -56,7 +56,7 @@ pub(crate) struct FreeLists {
 impl FreeLists {
     /// Inserts free block `i` into the ordered map.
     #[inline]
-    pub fn insert(&mut self, blocks: &mut Slab, i: u32) {
+    pub(crate) fn insert(&mut self, blocks: &mut Slab, i: u32) {
         let b = &mut blocks[i];
         b.hot = false;
         let (pool, key) = (b.pool as usize, b.key());
@@ -69,7 +69,7 @@ impl FreeLists {
     /// it into the map, coalescing it first if it is deferred).
     #[inline]
     #[must_use]
-    pub fn insert_hot(&mut self, blocks: &mut Slab, i: u32) -> Option<u32> {
+    pub(crate) fn insert_hot(&mut self, blocks: &mut Slab, i: u32) -> Option<u32> {
         let pool = blocks[i].pool as usize;
         let evicted = if self.hot[pool].len == HOT {
             let old = self.hot[pool].remove_at(0);
@@ -88,7 +88,7 @@ impl FreeLists {
     /// Takes the newest hot block of `pool` of exactly `size` bytes usable by `stream`
     /// out of the cache (the allocation fast path; deferred blocks qualify).
     #[inline]
-    pub fn take_hot_exact(&mut self, blocks: &mut Slab, pool: usize, stream: u64, size: usize) -> Option<u32> {
+    pub(crate) fn take_hot_exact(&mut self, blocks: &mut Slab, pool: usize, stream: u64, size: usize) -> Option<u32> {
         let h = &mut self.hot[pool];
         let pos = h.slots[..h.len].iter().rposition(|&i| {
             let b = &blocks[i];
@@ -101,12 +101,12 @@ impl FreeLists {
 
     /// The hot cache of `pool`, oldest first (a copy: the caller may modify the lists).
     #[inline]
-    pub fn hot_slots(&self, pool: usize) -> ([u32; HOT], usize) {
+    pub(crate) fn hot_slots(&self, pool: usize) -> ([u32; HOT], usize) {
         (self.hot[pool].slots, self.hot[pool].len)
     }
 
     /// Takes the oldest hot block of `pool` out of the cache.
-    pub fn pop_hot(&mut self, blocks: &mut Slab, pool: usize) -> Option<u32> {
+    pub(crate) fn pop_hot(&mut self, blocks: &mut Slab, pool: usize) -> Option<u32> {
         if self.hot[pool].len == 0 {
             return None;
         }
@@ -117,7 +117,7 @@ impl FreeLists {
 
     /// Removes free block `i` from wherever it is.
     #[inline]
-    pub fn remove(&mut self, blocks: &mut Slab, i: u32) {
+    pub(crate) fn remove(&mut self, blocks: &mut Slab, i: u32) {
         let b = &mut blocks[i];
         let pool = b.pool as usize;
         if b.hot {
@@ -139,7 +139,7 @@ impl FreeLists {
     /// Best-fit free block of `pool` for a request of `size` on `stream`: the smallest
     /// block ≥ `size` tagged `stream` or `ANY_STREAM`. Not removed.
     #[inline]
-    pub fn best_fit(&self, blocks: &Slab, pool: usize, stream: u64, size: usize) -> Option<(usize, u32)> {
+    pub(crate) fn best_fit(&self, blocks: &Slab, pool: usize, stream: u64, size: usize) -> Option<(usize, u32)> {
         let h = &self.hot[pool];
         let mut best: Option<(usize, u32)> = None;
         for &i in h.slots[..h.len].iter().rev() {
@@ -171,17 +171,17 @@ impl FreeLists {
 
     /// Keys of the ordered map of `pool` whose tag satisfies `pred` (flush
     /// the hot cache first to see every free block).
-    pub fn keys_where(&self, pool: usize, pred: impl Fn(u64) -> bool) -> Vec<FreeKey> {
+    pub(crate) fn keys_where(&self, pool: usize, pred: impl Fn(u64) -> bool) -> Vec<FreeKey> {
         self.maps[pool].keys().filter(|k| pred(k.0)).copied().collect()
     }
 
     /// Block of an ordered-map key.
-    pub fn get(&self, pool: usize, key: &FreeKey) -> Option<u32> {
+    pub(crate) fn get(&self, pool: usize, key: &FreeKey) -> Option<u32> {
         self.maps[pool].get(key).copied()
     }
 
     /// Size of the largest free block.
-    pub fn largest(&self, blocks: &Slab) -> usize {
+    pub(crate) fn largest(&self, blocks: &Slab) -> usize {
         let mapped = self.maps.iter().flat_map(|m| m.keys().map(|k| k.1));
         let hot = self
             .hot
@@ -191,7 +191,7 @@ impl FreeLists {
     }
 
     /// Whether free block `i` is listed (consistency checks).
-    pub fn contains(&self, blocks: &Slab, i: u32) -> bool {
+    pub(crate) fn contains(&self, blocks: &Slab, i: u32) -> bool {
         let b = &blocks[i];
         let pool = b.pool as usize;
         let h = &self.hot[pool];
@@ -201,7 +201,7 @@ impl FreeLists {
     }
 
     /// Number of listed blocks, and whether the `ANY_STREAM` counters are right.
-    pub fn audit(&self) -> (usize, bool) {
+    pub(crate) fn audit(&self) -> (usize, bool) {
         let n = self.maps.iter().map(|m| m.len()).sum::<usize>() + self.hot.iter().map(|h| h.len).sum::<usize>();
         let any_ok = (0..2).all(|p| self.maps[p].keys().filter(|k| k.0 == ANY_STREAM).count() == self.any[p]);
         (n, any_ok)

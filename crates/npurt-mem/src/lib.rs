@@ -79,6 +79,7 @@
 //! 207002), and [`CachingPool::lookup`] resolves interior pointers or returns `None`.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod active;
 pub mod align;

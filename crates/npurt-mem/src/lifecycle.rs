@@ -11,7 +11,7 @@ use crate::stats;
 impl State {
     /// Registers a fresh segment; returns its single block (free, tagged `ANY_STREAM`,
     /// NOT in a free list).
-    pub fn add_segment(&mut self, seg: Segment, usable: usize, pool: usize, keep: bool) -> u32 {
+    pub(crate) fn add_segment(&mut self, seg: Segment, usable: usize, pool: usize, keep: bool) -> u32 {
         let (base, kind) = (seg.addr(), seg.page_kind());
         let rec = Some(SegRec {
             seg,
@@ -75,7 +75,7 @@ impl State {
     /// Unregisters entirely free segments (skipping kept ones, and those with blocks
     /// still bound to a stream when `only_idle`) until `reserved <= target`; the mappings are pushed
     /// to `out` for the caller to drop outside the lock. Returns the bytes released.
-    pub fn release_free_segments(&mut self, only_idle: bool, target: usize, out: &mut Vec<Segment>) -> usize {
+    pub(crate) fn release_free_segments(&mut self, only_idle: bool, target: usize, out: &mut Vec<Segment>) -> usize {
         let mut released = 0;
         for si in 0..self.segs.len() {
             if self.reserved <= target {

@@ -10,7 +10,7 @@ use crate::fence::Fence;
 use crate::host::{HostAlloc, MAX_HOST};
 
 /// Smallest size class of [`PinnedPool`].
-pub const MIN_HOST_CLASS: usize = 4096;
+pub(crate) const MIN_HOST_CLASS: usize = 4096;
 
 /// What [`PinnedPool::lookup`] knows about a host address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -87,7 +87,7 @@ pub(crate) fn stat_idx(pool: usize) -> usize {
 }
 
 impl State {
-    pub fn new(max_split: usize, fixed: bool) -> State {
+    pub(crate) fn new(max_split: usize, fixed: bool) -> State {
         State {
             blocks: Slab::default(),
             segs: Vec::new(),
@@ -110,7 +110,7 @@ impl State {
 
     /// Pool serving a request of `size` (already rounded) bytes.
     #[inline]
-    pub fn pool_for(&self, size: usize) -> usize {
+    pub(crate) fn pool_for(&self, size: usize) -> usize {
         if !self.fixed && size <= SMALL_SIZE {
             SMALL
         } else {
@@ -119,14 +119,14 @@ impl State {
     }
 
     /// Puts free block `i` (not in a free list) into its free list, coalescing.
-    pub fn insert_free(&mut self, i: u32) {
+    pub(crate) fn insert_free(&mut self, i: u32) {
         self.merge_and_insert(i, false);
     }
 
     /// Best-fit free block for `stream` (its own free blocks or fully idle ones),
     /// removed from the free list. Applies torch's `max_split_size` rules.
     #[inline]
-    pub fn take_free(&mut self, pool: usize, stream: u64, size: usize) -> Option<u32> {
+    pub(crate) fn take_free(&mut self, pool: usize, stream: u64, size: usize) -> Option<u32> {
         // A hot block of exactly this size: the tightest fit there is, whether or not
         // it has been coalesced (its free neighbours, if any, stay as they are).
         if let Some(i) = self.free.take_hot_exact(&mut self.blocks, pool, stream, size) {
@@ -162,7 +162,7 @@ impl State {
     /// Splits free block `i` (not in a free list) to `size` if worthwhile and hands it
     /// out to `stream`. Returns the address.
     #[inline]
-    pub fn split_and_allocate(&mut self, i: u32, size: usize, requested: usize, stream: u64) -> usize {
+    pub(crate) fn split_and_allocate(&mut self, i: u32, size: usize, requested: usize, stream: u64) -> usize {
         let b = &self.blocks[i];
         let pool = b.pool as usize;
         if self.should_split(pool, b.size, size) {
@@ -209,7 +209,7 @@ impl State {
 
     /// Live block containing `addr` (any state): exact starts in O(1), interior
     /// addresses by walking the segment's blocks.
-    pub fn containing(&self, addr: usize) -> Option<u32> {
+    pub(crate) fn containing(&self, addr: usize) -> Option<u32> {
         if let Some(&i) = self.starts.get(&addr) {
             return Some(i);
         }
@@ -227,7 +227,7 @@ impl State {
 
     /// Block for `free(addr)`, or the typed error.
     #[inline]
-    pub fn find_for_free(&self, addr: usize) -> Result<u32, MemError> {
+    pub(crate) fn find_for_free(&self, addr: usize) -> Result<u32, MemError> {
         if let Some(&i) = self.starts.get(&addr) {
             return match self.blocks[i].state {
                 BState::Allocated => Ok(i),
@@ -250,7 +250,7 @@ impl State {
 
     /// Caller freed block `i`: update allocation stats, then free now or park it.
     #[inline]
-    pub fn release_allocation(&mut self, i: u32, fences: Vec<Box<dyn Fence>>) {
+    pub(crate) fn release_allocation(&mut self, i: u32, fences: Vec<Box<dyn Fence>>) {
         let (p, size) = self.uncount_allocation(i);
         let mut fences = fences;
         if !fences.is_empty() {
@@ -269,7 +269,7 @@ impl State {
 
     /// Caller freed block `i`, which no queued work uses: free it now.
     #[inline]
-    pub fn release_idle(&mut self, i: u32) {
+    pub(crate) fn release_idle(&mut self, i: u32) {
         self.uncount_allocation(i);
         self.free_block(i);
     }
@@ -288,7 +288,7 @@ impl State {
     }
 
     /// Polls pending frees; blocks whose fences all completed become free.
-    pub fn process_pending(&mut self) {
+    pub(crate) fn process_pending(&mut self) {
         let mut k = 0;
         while k < self.pending.len() {
             let p = &mut self.pending[k];
@@ -308,7 +308,7 @@ impl State {
 
     /// Free blocks tagged `stream` (or every stream when `None`) become usable by any
     /// stream: their stream's queued work is known to be done.
-    pub fn mark_idle(&mut self, stream: Option<u64>) {
+    pub(crate) fn mark_idle(&mut self, stream: Option<u64>) {
         let target = |t: u64| t != ANY_STREAM && stream.unwrap_or(t) == t;
         self.flush_hot();
         for pool in [SMALL, LARGE] {
@@ -329,7 +329,7 @@ impl State {
     }
 
     /// Page kind of the segment holding block `i`.
-    pub fn kind_of(&self, i: u32) -> PageKind {
+    pub(crate) fn kind_of(&self, i: u32) -> PageKind {
         let si = self.blocks[i].seg as usize;
         self.segs[si]
             .as_ref()
@@ -338,7 +338,7 @@ impl State {
     }
 
     /// Statistics snapshot (the caller fills in config-derived fields).
-    pub fn snapshot(&self) -> PoolStats {
+    pub(crate) fn snapshot(&self) -> PoolStats {
         let mut s = self.stats.clone();
         crate::active::derive_active(&mut s.active, &self.stats.allocation, &self.active_peak[0]);
         crate::active::derive_active(&mut s.active_bytes, &self.stats.allocated_bytes, &self.active_peak[1]);

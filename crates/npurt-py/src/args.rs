@@ -57,9 +57,7 @@ pub(crate) fn value_arg(value: &Bound<'_, PyAny>) -> PyResult<u8> {
 /// `blocks=None` or a kernel block count, 1..=MAX_BLOCKS.
 pub(crate) fn blocks_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<u32>> {
     match obj {
-        Some(b) if !b.is_none() => Ok(Some(
-            int_arg(b, "blocks", 1, npurt_core::stream::MAX_BLOCKS as i64)? as u32
-        )),
+        Some(b) if !b.is_none() => Ok(Some(int_arg(b, "blocks", 1, npurt_core::MAX_BLOCKS as i64)? as u32)),
         _ => Ok(None),
     }
 }

@@ -16,7 +16,7 @@ use crate::operand::{operand, Operand};
 use crate::pybuf::{native_array, numpy};
 use crate::stream::{stream_or_current, submit};
 use npurt_core::memory::{self, AnyBuffer, Buffer};
-use npurt_core::stream::Pending;
+use npurt_core::Pending;
 use npurt_core::Stream;
 use npurt_kernels::copies::{self, Side};
 use pyo3::prelude::*;

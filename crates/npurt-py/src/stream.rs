@@ -5,7 +5,7 @@ use crate::device::device_id;
 use crate::errors::{type_error, IntoPy};
 use crate::event::PyEvent;
 use npurt_core::error::TaskError;
-use npurt_core::stream::Pending;
+use npurt_core::Pending;
 use npurt_core::{current, registry, Context, Engine, Stream};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;

@@ -33,10 +33,10 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 /// Number of priority levels (ACL: 0 highest .. 7 lowest).
-pub const PRIORITY_LEVELS: usize = 8;
+pub(crate) const PRIORITY_LEVELS: usize = 8;
 
 /// State shared by a device's workers, engines and streams.
-pub struct DeviceShared {
+pub(crate) struct DeviceShared {
     pub ordinal: u32,
     pub(crate) queue_depth: usize,
     pub(crate) spin_iters: u32,
@@ -160,7 +160,7 @@ impl DeviceShared {
     }
 
     /// Installs (or removes) the device's task observer.
-    pub fn set_observer(&self, obs: Option<Arc<dyn crate::profiler::TaskObserver>>) {
+    pub(crate) fn set_observer(&self, obs: Option<Arc<dyn crate::profiler::TaskObserver>>) {
         self.profiler.set(obs);
     }
 

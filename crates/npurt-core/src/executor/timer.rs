@@ -78,6 +78,6 @@ pub(crate) fn cancel(key: TimerKey) {
 }
 
 /// Callbacks scheduled and not yet run or cancelled (diagnostics and leak tests).
-pub fn pending() -> usize {
+pub(crate) fn pending() -> usize {
     TIMER_STARTED.get().map_or(0, |t| t.entries.lock().0.len())
 }

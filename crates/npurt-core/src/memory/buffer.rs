@@ -56,7 +56,7 @@ thread_local! {
 }
 
 /// The shared part of a [`DeviceBuffer`]; see the module docs.
-pub struct BufferInner {
+pub(crate) struct BufferInner {
     pub(crate) addr: usize,
     pub(crate) nbytes: usize,
     pub(crate) owner: Owner,
@@ -366,7 +366,7 @@ pub(crate) mod sealed {
     /// What keeps the memory of a copy operand alive while the copy is queued (held,
     /// never read).
     #[allow(dead_code)]
-    pub enum Keep {
+    pub(crate) enum Keep {
         Device(Arc<BufferInner>),
         Host(Arc<HostInner>),
         Staging(super::super::host::Staging),

@@ -48,7 +48,7 @@ fn pinned_alloc(nbytes: usize) -> Result<usize> {
 }
 
 /// The shared part of a [`HostBuffer`].
-pub struct HostInner {
+pub(crate) struct HostInner {
     addr: usize,
     nbytes: usize,
     capacity: usize,

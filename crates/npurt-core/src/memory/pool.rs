@@ -50,7 +50,7 @@ impl Drop for Reservation {
 }
 
 /// The shared part of a [`MemPool`].
-pub struct PoolInner {
+pub(crate) struct PoolInner {
     pub(crate) id: u64,
     pub(crate) mem: Arc<DeviceMemory>,
     pub(crate) pool: CachingPool,

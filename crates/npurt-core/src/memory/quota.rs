@@ -37,23 +37,23 @@ impl CtxQuota {
     }
 
     /// The limit in bytes, if one is set.
-    pub fn limit(&self) -> Option<usize> {
+    pub(crate) fn limit(&self) -> Option<usize> {
         Some(self.limit.load(Acquire)).filter(|&l| l != UNLIMITED)
     }
 
     /// Sets (or with `None` clears) the limit. Lowering it below what is allocated does
     /// not free anything: later allocations fail until enough is freed.
-    pub fn set_limit(&self, limit: Option<usize>) {
+    pub(crate) fn set_limit(&self, limit: Option<usize>) {
         self.limit.store(limit.unwrap_or(UNLIMITED), Release);
     }
 
     /// Bytes currently charged (allocated while a limit was set).
-    pub fn used(&self) -> usize {
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Relaxed)
     }
 
     /// Peak of [`used`](Self::used).
-    pub fn peak(&self) -> usize {
+    pub(crate) fn peak(&self) -> usize {
         self.peak.load(Relaxed)
     }
 

@@ -8,7 +8,7 @@
 mod list;
 pub(crate) mod queue;
 pub(crate) mod sched_state;
-pub mod task;
+pub(crate) mod task;
 pub(crate) mod timeline;
 mod writer;
 
@@ -39,7 +39,7 @@ static NEXT_STREAM_ID: AtomicU64 = AtomicU64::new(1);
 static LIVE_USER_STREAMS: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
 
 /// User-created streams not yet destroyed (for leak checks).
-pub fn live_user_streams() -> usize {
+pub(crate) fn live_user_streams() -> usize {
     LIVE_USER_STREAMS.load(Relaxed).max(0) as usize
 }
 
@@ -48,7 +48,7 @@ pub(crate) fn count_user_streams(delta: isize) {
 }
 
 /// Shared state of one stream.
-pub struct StreamInner {
+pub(crate) struct StreamInner {
     pub(crate) id: u64,
     pub(crate) priority: u8,
     pub(crate) dev: Arc<DeviceShared>,
