@@ -11,6 +11,6 @@ fn epoch() -> Instant {
 
 /// Nanoseconds since the process-wide epoch (never 0, so 0 can mean "unset").
 #[inline]
-pub(crate) fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     epoch().elapsed().as_nanos() as u64 + 1
 }

@@ -46,6 +46,7 @@
 // concern (`alloc::malloc`, `memory::memcpy_async`, `registry::set_device`...) and the
 // error enums; every other module is internal and its public types are re-exported here.
 pub mod alloc;
+pub mod clock;
 pub mod config;
 pub mod current;
 pub mod error;
@@ -53,7 +54,6 @@ pub mod memory;
 pub mod profiler;
 pub mod registry;
 
-mod clock;
 mod context;
 mod device;
 mod event;
