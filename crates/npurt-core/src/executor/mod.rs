@@ -165,12 +165,12 @@ impl DeviceShared {
     }
 
     /// Adds a task observer beside the installed ones.
-    pub fn add_observer(&self, obs: Arc<dyn crate::profiler::TaskObserver>) {
+    pub(crate) fn add_observer(&self, obs: Arc<dyn crate::profiler::TaskObserver>) {
         self.profiler.add(obs);
     }
 
     /// Removes one observer (by identity); true if it was installed.
-    pub fn remove_observer(&self, obs: &Arc<dyn crate::profiler::TaskObserver>) -> bool {
+    pub(crate) fn remove_observer(&self, obs: &Arc<dyn crate::profiler::TaskObserver>) -> bool {
         self.profiler.remove(obs)
     }
 }
