@@ -53,6 +53,7 @@ pub mod error;
 pub mod memory;
 pub mod profiler;
 pub mod registry;
+pub mod thread_role;
 
 mod context;
 mod device;
@@ -62,7 +63,6 @@ mod kernel;
 mod lifecycle;
 mod stream;
 mod sync;
-mod thread_role;
 
 pub use config::{Config, ExecConfig};
 pub use context::Context;

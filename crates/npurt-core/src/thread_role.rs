@@ -15,7 +15,7 @@ pub(crate) fn mark_runtime_thread() {
 }
 
 /// True on npurt's own worker and engine threads.
-pub(crate) fn is_runtime_thread() -> bool {
+pub fn is_runtime_thread() -> bool {
     RUNTIME_THREAD.with(|c| c.get())
 }
 
