@@ -60,17 +60,17 @@ pub(crate) struct DeviceShared {
 impl DeviceShared {
     /// Nanoseconds the AI-core workers spent running work, summed over workers (since
     /// the device started; utilisation = its growth / (elapsed × workers)).
-    pub fn busy_ns(&self) -> u64 {
+    pub(crate) fn busy_ns(&self) -> u64 {
         self.busy.iter().map(|b| b.load(Relaxed)).sum()
     }
 
     /// AI-core worker threads.
-    pub fn workers(&self) -> usize {
+    pub(crate) fn workers(&self) -> usize {
         self.busy.len()
     }
 
     /// Events created on this device that still exist.
-    pub fn live_events(&self) -> usize {
+    pub(crate) fn live_events(&self) -> usize {
         self.live_events.load(Relaxed)
     }
 
