@@ -207,6 +207,25 @@ def test_memory_limit_per_context():
         b.destroy()
 
 
+def test_array_device_argument_follows_malloc_rules():
+    # `device=` naming the current device means the current context (its limit binds
+    # arrays as it binds npurt.malloc): alloc::malloc_for decides for both.
+    a = npurt.Context(memory_limit=2 * MiB)
+    try:
+        with a:
+            x = npurt.empty((MiB // 4,), dtype="float32", device=a.device)  # 1 MiB
+            assert a.memory_allocated() == MiB
+            with pytest.raises(npurt.OutOfMemoryError):
+                npurt.empty((MiB // 2,), dtype="float32", device=a.device)  # 2 more MiB
+            with pytest.raises(npurt.OutOfMemoryError):
+                npurt.malloc(2 * MiB, device=a.device)
+            del x
+            gc.collect()
+            assert a.memory_allocated() == 0
+    finally:
+        a.destroy()
+
+
 def test_memory_limit_is_released_on_exceptions():
     a = npurt.Context(memory_limit=4 * MiB)
     try:

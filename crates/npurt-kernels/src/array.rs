@@ -108,6 +108,23 @@ impl DeviceArray {
     /// A new contiguous array (contents unspecified) from the device's caching pool
     /// (`mem`, or the current device's). Blocks from the pool are idle for every stream.
     pub fn empty(mem: Option<&Arc<DeviceMemory>>, dtype: DType, shape: Vec<usize>) -> Result<Self, ArrayError> {
+        Self::empty_with(dtype, shape, |n| match mem {
+            Some(m) => memory::malloc_on(m, n, PagePolicy::HugeFirst),
+            None => alloc::malloc(n, PagePolicy::HugeFirst),
+        })
+    }
+
+    /// [`empty`](Self::empty) for a `device=` argument (None: the current device):
+    /// [`alloc::malloc_for`] decides which context's memory limit applies, as for `malloc`.
+    pub fn empty_for(device: Option<i64>, dtype: DType, shape: Vec<usize>) -> Result<Self, ArrayError> {
+        Self::empty_with(dtype, shape, |n| alloc::malloc_for(device, n, PagePolicy::HugeFirst))
+    }
+
+    fn empty_with(
+        dtype: DType,
+        shape: Vec<usize>,
+        malloc: impl FnOnce(usize) -> npurt_core::Result<DeviceBuffer>,
+    ) -> Result<Self, ArrayError> {
         let numel = shape
             .iter()
             .try_fold(1usize, |a, &s| a.checked_mul(s))
@@ -115,10 +132,7 @@ impl DeviceArray {
             .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| bad(format!("shape {shape:?} is too large")))?;
         let nbytes = numel.max(1);
-        let buf = match mem {
-            Some(m) => memory::malloc_on(m, nbytes, PagePolicy::HugeFirst)?,
-            None => alloc::malloc(nbytes, PagePolicy::HugeFirst)?,
-        };
+        let buf = malloc(nbytes)?;
         let strides = crate::contiguous_strides(&shape);
         let view = view(&buf, 0, dtype, shape, strides)?;
         Ok(DeviceArray {

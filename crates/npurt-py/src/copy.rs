@@ -3,19 +3,20 @@
 //! DeviceBuffer / HostBuffer / DeviceArray operands (see `operand.rs`) go straight to
 //! `npurt_kernels::copies`, which orders copies with arrays' last writers (GIL released for
 //! copies of more than 16 KiB and for every copy with an array). Any other operand must export a C-contiguous buffer (numpy
-//! arrays, bytes, bytearray...): it is viewed as bytes with numpy, and npurt memory is
-//! viewed through an `__array_interface__` object that keeps it alive, so one `np.copyto`
-//! moves the bytes (numpy releases the GIL for large copies) — no `unsafe` here. ACL's
-//! rules for pageable memory: an async copy *from* it is staged in pinned memory before
-//! returning; an async copy *into* it waits for the stream, then copies.
+//! arrays, bytes, bytearray...). ACL's rules for pageable memory: an async copy *from* it is
+//! staged in pinned memory before returning (npurt-core's `Staging`, filled through pyo3's
+//! `PyBuffer`); an async copy *into* it waits for the stream, then copies. Synchronous
+//! copies with a pageable side view npurt memory through an `__array_interface__` object
+//! that keeps it alive, so one `np.copyto` moves the bytes (numpy releases the GIL for
+//! large copies) — no `unsafe` here.
 
 use crate::args::{opt_size_arg, value_arg};
 use crate::errors::{array_err, type_error, IntoPy};
 use crate::gil::{detach_above, GIL_FREE_COPY};
 use crate::operand::{operand, Operand};
-use crate::pybuf::{native_array, numpy};
+use crate::pybuf::numpy;
 use crate::stream::{stream_or_current, submit};
-use npurt_core::memory::{self, AnyBuffer, Buffer};
+use npurt_core::memory::{self, Buffer, Staging};
 use npurt_core::Pending;
 use npurt_core::Stream;
 use npurt_kernels::copies::{self, Side};
@@ -108,8 +109,7 @@ pub(crate) fn memcpy_async(
         (Some(ds), None) => {
             d.check()?;
             let n = memory::copy_size("memcpy_async", d.cap()?, s.cap()?, n).py_err()?;
-            let staging = stage(py, &s, n)?;
-            queue_copy(py, &st, ds, Side::Buf(&staging), Some(n), d.tensor().is_some())
+            queue_staged(py, &st, ds, &s, n, d.tensor().is_some())
         }
         (None, _) => {
             s.check()?;
@@ -123,14 +123,16 @@ pub(crate) fn memcpy_async(
     }
 }
 
-/// ACL's staging of an async copy from pageable memory: the first `n` bytes of `src` are
-/// copied into pinned memory now (so the caller may reuse `src` on return).
-fn stage(py: Python<'_>, src: &Operand<'_>, n: usize) -> PyResult<AnyBuffer> {
-    let staging = AnyBuffer::Host(py.detach(|| memory::malloc_host(n)).py_err()?);
-    numpy(py)?
-        .getattr("copyto")?
-        .call1((native_array(py, &staging, n)?, src.array(py, n)?))?;
-    Ok(staging)
+/// ACL's staged async copy from pageable memory (the rule is npurt-core's `Staging` and
+/// `try_memcpy_async_from_staging`): the first `n` bytes of `src` are copied into a pinned
+/// staging buffer now (so the caller may reuse `src` on return), then queued on `st`.
+fn queue_staged(py: Python<'_>, st: &Stream, d: Side<'_>, src: &Operand<'_>, n: usize, arrays: bool) -> PyResult<()> {
+    let mut staging = py.detach(|| Staging::new(n)).py_err()?;
+    src.read_into(staging.as_mut_slice())?;
+    let queue = || copies::try_memcpy_async_from_staging(d, staging, Some(n), st);
+    // As `queue_copy`: an array side's ordering waits may need room in a full ring.
+    let r = if arrays { py.detach(queue) } else { queue() };
+    finish(py, st, r)
 }
 
 /// A memset target: npurt memory or a writable buffer; arrays have `fill()`.

@@ -6,14 +6,16 @@
 //! * A numpy array over npurt memory (`HostBuffer.numpy()`, `np.asarray(host_buffer)` or a
 //!   C-contiguous slice of one): that byte range of the allocation, so pinned memory stays
 //!   pinned however Python views it (ACL: a pointer into `aclrtMallocHost` memory).
-//! * Any other C-contiguous buffer (numpy arrays, bytes, bytearray...): pageable memory, as
-//!   a 1-D uint8 numpy array.
+//! * An `npurt._BufferView` (`npurt.acl`'s checked raw pointers): that byte range.
+//! * Any other C-contiguous buffer (numpy arrays, bytes, bytearray, ctypes arrays...):
+//!   pageable memory, as a flat byte `memoryview`.
 
 use crate::args::type_name;
 use crate::array::PyArray;
 use crate::errors::{array_err, type_error, value_error, IntoPy};
 use crate::memory::as_native;
-use crate::pybuf::{native_array, numpy, view_array, PyMemView};
+use crate::pybuf::{native_array, numpy, read_bytes, view_array, PyMemView};
+use crate::view::PyBufferView;
 use npurt_core::memory::{AnyBuffer, Buffer, BufferView};
 use npurt_kernels::copies::{self, Side};
 use npurt_kernels::DeviceArray;
@@ -75,8 +77,20 @@ impl<'py> Operand<'py> {
             Operand::Native(b) => native_array(py, b, n),
             Operand::View(v) => view_array(py, v, n),
             Operand::Tensor(a) => view_array(py, &copies::array_bytes(a, "memcpy").map_err(array_err)?, n),
-            Operand::Pageable(a) if a.len()? == n => Ok(a.clone()),
-            Operand::Pageable(a) => a.get_item(PySlice::new(py, 0, n as isize, 1)),
+            Operand::Pageable(a) => {
+                let part = a.get_item(PySlice::new(py, 0, n as isize, 1))?;
+                let np = numpy(py)?;
+                np.getattr("frombuffer")?.call1((part, np.getattr("uint8")?))
+            }
+        }
+    }
+
+    /// Copies the first `out.len()` bytes (already validated) of a pageable operand into
+    /// `out` (pyo3's `PyBuffer`); only pageable operands are read this way.
+    pub(crate) fn read_into(&self, out: &mut [u8]) -> PyResult<()> {
+        match self {
+            Operand::Pageable(a) => read_bytes(a, out),
+            _ => Err(type_error("only pageable operands are staged".to_string())),
         }
     }
 }
@@ -142,13 +156,15 @@ pub(crate) fn operand<'py>(obj: &Bound<'py, PyAny>, role: &str, writable: bool) 
     if let Some(b) = as_native(obj)? {
         return Ok(Operand::Native(b));
     }
+    if let Ok(v) = obj.cast::<PyBufferView>() {
+        return Ok(Operand::View(v.get().view().clone()));
+    }
     if let Some(a) = as_array(obj)? {
         return Ok(Operand::Tensor(a));
     }
     if let Some(v) = npurt_memory_of(obj, writable)? {
         return Ok(Operand::View(v));
     }
-    let py = obj.py();
     let mv = PyMemoryView::from(obj).map_err(|_| {
         type_error(format!(
             "{role} must be an npurt.DeviceArray, an npurt.DeviceBuffer, an npurt.HostBuffer or a buffer such as a numpy array, not {}",
@@ -164,10 +180,7 @@ pub(crate) fn operand<'py>(obj: &Bound<'py, PyAny>, role: &str, writable: bool) 
     let flat = mv
         .call_method1("cast", ("B",))
         .map_err(|e| value_error(format!("{role}: {e}")))?;
-    let np = numpy(py)?;
-    Ok(Operand::Pageable(
-        np.getattr("frombuffer")?.call1((flat, np.getattr("uint8")?))?,
-    ))
+    Ok(Operand::Pageable(flat))
 }
 
 /// True if `obj` is pinned host memory (a HostBuffer, or a numpy array over one), i.e.

@@ -1,13 +1,15 @@
 //! Python buffers: npurt memory shown to Python (a `__array_interface__` object that keeps
-//! the allocation alive, so `np.asarray` views it without a copy) and numpy, imported once
-//! for the paths that hand out numpy arrays.
+//! the allocation alive, so `np.asarray` views it without a copy), numpy, imported once for
+//! the paths that hand out numpy arrays, and bytes read out of any Python buffer with
+//! pyo3's `PyBuffer` (safe `copy_to_slice`; no numpy, no `unsafe`).
 
 use crate::errors::{to_py, IntoPy};
 use npurt_core::memory::{AnyBuffer, BufferView};
 use npurt_core::Error;
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule};
+use pyo3::types::{PyDict, PyModule, PySlice};
 
 /// numpy, imported once (only the Python-buffer paths need it).
 pub(crate) fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
@@ -72,6 +74,18 @@ fn mem_view_array<'py>(py: Python<'py>, buf: AnyBuffer, addr: usize, nbytes: usi
         nbytes,
     };
     numpy(py)?.getattr("asarray")?.call1((Bound::new(py, view)?,))
+}
+
+/// Copies the first `out.len()` bytes of `src` (a 1-D byte buffer: a `memoryview.cast("B")`,
+/// at least that long) into `out`.
+pub(crate) fn read_bytes(src: &Bound<'_, PyAny>, out: &mut [u8]) -> PyResult<()> {
+    let py = src.py();
+    let part = if src.len()? == out.len() {
+        src.clone()
+    } else {
+        src.get_item(PySlice::new(py, 0, out.len() as isize, 1))?
+    };
+    PyBuffer::<u8>::get(&part)?.copy_to_slice(py, out)
 }
 
 /// Adds this file's classes and functions to `npurt._npurt`.

@@ -19,6 +19,13 @@ pub(crate) struct PyBufferView {
     v: BufferView,
 }
 
+impl PyBufferView {
+    /// The checked byte range.
+    pub(crate) fn view(&self) -> &BufferView {
+        &self.v
+    }
+}
+
 #[pymethods]
 impl PyBufferView {
     /// A view of `nbytes` (> 0) bytes at `offset` of `buf`; the range must lie inside the

@@ -11,8 +11,8 @@ device pointer is never treated as host memory. ``count`` must be <= ``dest_max`
 
 * device/pinned <-> device/pinned: npurt's copy engine (``_view_memcpy[_async]``); an
   async copy holds both allocations until it ran, so ``free`` right after is safe.
-* pageable -> device/pinned, async: staged into pinned memory before the call returns
-  (the source may be reused at once), then copied in stream order.
+* pageable -> device/pinned, async: ``npurt.memcpy_async`` stages it into pinned memory
+  before the call returns (the source may be reused at once), then copies in stream order.
 * device/pinned -> pageable, async: waits for the stream, then copies (ACL's rule for
   pageable memory); the bytes are only defined after the stream is synchronized anyway.
 * memset: device or pinned memory only (the card's rule); pageable pointers: 107000.
@@ -24,7 +24,6 @@ import ctypes
 from typing import Any, Optional, Tuple
 
 from .. import _npurt
-from .. import memory as _mem
 from . import _state as S
 from . import constants as C
 
@@ -119,12 +118,9 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     if dv is not None and sv is not None:
         _npurt._view_memcpy_async(dv, sv, n, st)
     elif dv is not None:
-        staging = _mem.malloc_host(n)
-        try:
-            ctypes.memmove(staging.ptr, s, n)
-            _npurt._view_memcpy_async(dv, _npurt._BufferView(staging, 0, n), n, st)
-        finally:
-            staging.free()  # stream-ordered: the queued copy keeps it
+        # ACL's staging of pageable memory is npurt's (``npurt.memcpy_async``: core
+        # ``Staging``); the pageable side is handed over as a buffer over the pointer.
+        _npurt.memcpy_async(dv, (ctypes.c_char * n).from_address(s), st, n)
     else:
         st.synchronize()
         _pageable_copy(d, dv, s, sv, n)

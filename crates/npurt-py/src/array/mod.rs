@@ -7,9 +7,9 @@ mod ops;
 mod shapes;
 
 use crate::args::cast_arg;
+use crate::device::device_id;
 use crate::errors::{array_err, kernel_arg, type_error, value_error, IntoPy};
 use crate::gil::{detach_above, GIL_FREE_ALLOC};
-use crate::memory::memory_for;
 use crate::pybuf::native_array;
 use crate::stream::stream_or_current;
 use npurt_core::memory::AnyBuffer;
@@ -157,16 +157,13 @@ pub(crate) fn _empty(
     device: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyArray> {
     let dt = dtype_arg(dtype)?;
-    let mem = match device.filter(|d| !d.is_none()) {
-        None => None,
-        Some(_) => Some(memory_for(py, device)?),
-    };
-    // As `malloc`: a large request may map segments, so it runs without the GIL.
+    let dev = device.filter(|d| !d.is_none()).map(device_id).transpose()?;
+    // As `malloc`: which context `device=` means is `alloc::malloc_for`'s rule; a large
+    // request may map segments and another device may have to start, so those run
+    // without the GIL.
     let nbytes = shape.iter().fold(dt.itemsize(), |n, &d| n.saturating_mul(d));
-    let a = detach_above(py, nbytes, GIL_FREE_ALLOC, || {
-        DeviceArray::empty(mem.as_ref(), dt, shape)
-    })
-    .map_err(array_err)?;
+    let hint = if dev.is_some() { usize::MAX } else { nbytes };
+    let a = detach_above(py, hint, GIL_FREE_ALLOC, || DeviceArray::empty_for(dev, dt, shape)).map_err(array_err)?;
     Ok(PyArray { a })
 }
 
