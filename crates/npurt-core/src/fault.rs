@@ -1,5 +1,5 @@
 //! Fault injection for reliability tests: `NPURT_FAULT=alloc:N,kernel:N,hang:N,copy_stall:N`
-//! (read when the runtime initialises) or [`set`] (the test-only `_npurt._fault`).
+//! (read when the runtime initialises) or [`set`] (the test-only `_npurt._fault_set`).
 //!
 //! Each entry arms one fault for the N-th matching operation from now (1 = the next):
 //! * `alloc` — a device allocation fails with `OutOfMemory` (207001);

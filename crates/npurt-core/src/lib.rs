@@ -26,7 +26,8 @@
 //! The layers, bottom up; a module imports from its own layer or below:
 //!
 //! 1. base: [`error`] (with the [`AclCode`] table), [`config`], `clock`, `sync` (the
-//!    loom shim), `kernel`, [`profiler`], `thread_role`;
+//!    loom shim), `kernel`, [`profiler`], [`thread_role`], [`fault`] (test-only fault
+//!    injection);
 //! 2. the stream's parts: `stream::{queue, sched_state, timeline, task}`;
 //! 3. the scheduler and what it schedules: `executor` ⇄ `stream` (the one inherent
 //!    circle: a stream puts itself on its device's ready list, workers run its tasks); a
@@ -50,6 +51,7 @@ pub mod clock;
 pub mod config;
 pub mod current;
 pub mod error;
+pub mod fault;
 pub mod memory;
 pub mod profiler;
 pub mod registry;

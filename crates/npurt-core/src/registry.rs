@@ -82,6 +82,7 @@ fn runtime() -> Result<&'static Runtime> {
         })
         .collect();
     crate::lifecycle::install_fork_handler();
+    crate::fault::from_env()?;
     let _ = RUNTIME.set(Runtime { config, slots });
     drop(pending);
     Ok(RUNTIME.get().expect("runtime was just set"))

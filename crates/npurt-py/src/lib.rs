@@ -13,6 +13,7 @@ mod copy;
 mod device;
 mod errors;
 mod event;
+mod fault;
 mod gil;
 mod history;
 mod host;
@@ -60,6 +61,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     operand::register(m)?;
     memstats::register(m)?;
     history::register(m)?;
+    fault::register(m)?;
     array::register(m)?;
     profiler::register(m)?;
     profmem::register(m)

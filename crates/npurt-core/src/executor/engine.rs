@@ -131,6 +131,14 @@ fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
             meta,
             desc,
         } = job;
+        if engine == Engine::Copy && crate::fault::armed() && crate::fault::fires(crate::fault::Fault::CopyStall) {
+            // An injected stall (`NPURT_FAULT=copy_stall:N`): the copy engine holds this
+            // copy until the stream is aborted, the device goes down or the limit passes.
+            let dev = stream.dev.clone();
+            crate::fault::stall(Some(crate::fault::STALL_LIMIT), || {
+                stream.aborted() || !dev.is_alive() || crate::lifecycle::is_shut_down()
+            });
+        }
         if stream.skipping() {
             drop(op);
         } else {

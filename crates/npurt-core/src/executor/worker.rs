@@ -249,6 +249,29 @@ impl Worker {
         false
     }
 
+    /// An injected fault for this kernel launch (`NPURT_FAULT=kernel:N` / `hang:N`); true
+    /// if one fired (the kernel then does not run). A failure sets the stream's sticky
+    /// error as a real kernel fault does; a hang holds this core until the stream is
+    /// aborted or the device goes down (a forced destroy or reset ends it).
+    #[cold]
+    fn injected(&self, s: &StreamInner, kernel: &dyn crate::kernel::Kernel, blocks: u32) -> bool {
+        use crate::fault::{fires, stall, Fault};
+        if fires(Fault::Kernel) {
+            s.set_error(TaskError::Kernel {
+                kernel: kernel.name().to_string(),
+                block: 0,
+                blocks,
+                message: "injected fault (NPURT_FAULT kernel)".to_string(),
+            });
+            return true;
+        }
+        if fires(Fault::Hang) {
+            stall(None, || s.aborted() || self.dev.shutdown.load(Acquire) || crate::lifecycle::is_shut_down());
+            return true;
+        }
+        false
+    }
+
     /// Runs one task. Returns false when the stream was handed to someone else.
     fn exec(&mut self, s: &Arc<StreamInner>, task: Task) -> bool {
         let Task { op, submit_ns, meta } = task;
@@ -258,6 +281,7 @@ impl Worker {
         let kind = op.kind();
         let mut wait_on = None;
         match op {
+            Op::Kernel { kernel, blocks } if crate::fault::armed() && self.injected(s, &*kernel, blocks) => {}
             Op::Kernel { kernel, blocks: 1 } => {
                 let blk = BlockCtx {
                     block_idx: 0,

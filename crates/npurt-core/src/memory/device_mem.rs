@@ -118,6 +118,23 @@ impl DeviceMemory {
         .into()
     }
 
+    /// The OutOfMemory error of an injected allocation fault (`NPURT_FAULT=alloc:N`),
+    /// counted like a real one.
+    #[cold]
+    pub(crate) fn injected_oom(&self, requested: usize) -> Error {
+        let mut ext = self.ext.lock();
+        ext.stats.num_ooms += 1;
+        MemError::OutOfMemory {
+            requested,
+            limit: Self::budget(&ext, self.capacity),
+            allocated: self.pool.allocated_bytes() + ext.stats.allocated_bytes[0].current as usize,
+            reserved: self.pool.reserved_bytes() + ext.reserved,
+            largest_free: self.pool.largest_free_block(),
+            what: "injected fault (NPURT_FAULT alloc)".to_string(),
+        }
+        .into()
+    }
+
     /// Takes `bytes` of device room for something outside the caching pool (releasing the
     /// pool's cached segments if needed), or fails with OutOfMemory.
     pub(crate) fn reserve_external(&self, bytes: usize) -> Result<()> {

@@ -149,6 +149,9 @@ fn tell_oom(e: &crate::Error, device: u32, nbytes: usize) {
 #[inline]
 fn alloc_untold(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
     mem.check_alive()?;
+    if crate::fault::armed() && crate::fault::fires(crate::fault::Fault::Alloc) {
+        return Err(mem.injected_oom(nbytes));
+    }
     if let Some(p) = pool::routed(mem.device) {
         return p.alloc(nbytes);
     }

@@ -173,7 +173,11 @@ impl MemPool {
 
     /// Allocates from this pool (512-byte blocks; OutOfMemory when it is full).
     pub fn alloc(&self, nbytes: usize) -> Result<DeviceBuffer> {
-        let r = self.0.alloc(nbytes);
+        let r = if crate::fault::armed() && crate::fault::fires(crate::fault::Fault::Alloc) {
+            Err(self.0.mem.injected_oom(nbytes))
+        } else {
+            self.0.alloc(nbytes)
+        };
         if events::is_active() {
             super::tell_alloc(&r, self.0.mem.device, nbytes);
         }

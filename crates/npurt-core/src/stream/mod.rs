@@ -99,6 +99,11 @@ impl StreamInner {
         self.failed.load(Relaxed) || self.status.load(Relaxed) == ABORTED
     }
 
+    /// True once the stream was aborted (forced destroy or forced device reset).
+    pub(crate) fn aborted(&self) -> bool {
+        self.status.load(Acquire) == ABORTED
+    }
+
     /// Records the first failure; later tasks on this stream are skipped.
     #[allow(dead_code)] // for failures without a launch (fault injection)
     pub(crate) fn set_error(&self, e: TaskError) {
