@@ -121,12 +121,21 @@ def _outcomes(fail):
 
 def test_kernel_fault_behaves_as_a_real_kernel_failure():
     base = _settle()
-    real = _outcomes(lambda s: npurt.kernels.fault(stream=s))
-    before = _injected("kernel")
+    def real_fault(s):
+        w = npurt.zeros(256, stream=s)
+        npurt.synchronize()
+        npurt.kernels.fault(stream=s)
+        return w
 
     def inject(s):
+        w = npurt.zeros(256, stream=s)
+        npurt.synchronize()  # nothing else queued: the next kernel is the one below
         _npurt._fault_set("kernel:1")
-        npurt.add(npurt.zeros(256, stream=s), 1.0, stream=s)  # zeros may launch a fill first
+        npurt.add(w, 1.0, stream=s)
+        return w
+
+    real = _outcomes(real_fault)
+    before = _injected("kernel")
 
     injected = _outcomes(inject)
     assert _injected("kernel") == before + 1
@@ -138,7 +147,7 @@ def test_kernel_fault_behaves_as_a_real_kernel_failure():
 def test_kernel_fault_fires_on_the_nth_kernel():
     s = npurt.Stream()
     x = npurt.ones(64, stream=s)
-    s.synchronize()
+    npurt.synchronize()
     _npurt._fault_set("kernel:3")
     npurt.kernels.empty(stream=s)
     npurt.kernels.empty(stream=s)

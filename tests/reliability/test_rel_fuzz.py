@@ -1,8 +1,8 @@
 """Stateful fuzzing of the runtime: a hypothesis RuleBasedStateMachine over streams, events
 (timing, timeouts), contexts with memory limits, buffers, arrays, copies, kernels, host
 callbacks, memory pools and their destruction — including freed objects, destroyed
-handles and absurd sizes. After every step: no crash, every error an npurt.Error, the
-statistics consistent; after the run (every sequence torn down): memory back to the baseline.
+handles, absurd sizes and injected allocation failures (``_npurt._fault_set("alloc:N")``).
+After every step: no crash, every error an npurt.Error, the statistics consistent; after the run (every sequence torn down): memory back to the baseline.
 
 CI: 56 sequences of up to 50 steps (≥ 2 000 steps). ``-m soak``: 1 250 of up to 100 (≥ 100 000)."""
 
@@ -13,9 +13,10 @@ import warnings
 import npurt
 import numpy as np
 import pytest
+from npurt import _npurt
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, rule
 
 LONG = 30.0
 SHAPES = st.sampled_from([(1,), (7,), (64,), (3, 5), (16, 16), (2, 3, 4)])
@@ -125,7 +126,9 @@ class Runtime(RuleBasedStateMachine):
 
     @rule(target=arrays, shape=SHAPES, value=st.floats(-4, 4, allow_nan=False).map(lambda v: float(np.float32(v))))
     def full(self, shape, value):
-        a = npurt.full(shape, value)
+        ok, a = expect_typed(npurt.full, shape, value)  # fails only when a fault was armed
+        if not ok:
+            return multiple()
         self.model[id(a)] = np.full(shape, value, np.float32)
         self.keep.append(a)
         return a
@@ -153,13 +156,11 @@ class Runtime(RuleBasedStateMachine):
         if a is b:
             return
         try:
-            valid = np.broadcast_shapes(a.shape, b.shape) == a.shape
+            fits = np.broadcast_shapes(a.shape, b.shape) == a.shape  # b broadcasts into out=a
         except ValueError:
-            valid = False
+            fits = False
         ok, _ = expect_typed(npurt.add, a, b, out=a, stream=s)
-        # numpy's rule: unless b broadcasts into out=a, the call is a typed error (a valid
-        # call may fail too, typed: a destroyed stream).
-        assert valid or not ok, (a.shape, b.shape)
+        assert fits or not ok, f"add of {b.shape} into out={a.shape} was accepted"
         if ok and id(a) in self.model and id(b) in self.model:
             self.model[id(a)] = self.model[id(a)] + self.model[id(b)]
         elif ok:
@@ -189,7 +190,9 @@ class Runtime(RuleBasedStateMachine):
 
     @rule(target=buffers, n=st.integers(1, 1 << 20))
     def malloc(self, n):
-        b = npurt.malloc(n)
+        ok, b = expect_typed(npurt.malloc, n)  # fails only when a fault was armed
+        if not ok:
+            return multiple()
         self.keep.append(b)
         return b
 
@@ -216,10 +219,15 @@ class Runtime(RuleBasedStateMachine):
         if b.freed:
             assert not expect_typed(b.copy_to_host)[0]
             return
+        # A synchronous memcpy is not ordered with async copies/memsets of b still queued on
+        # streams (ACL's rule): let those finish first, or they overwrite the data.
+        for s in [*self.owned_streams, npurt.default_stream()]:
+            if s.is_alive:
+                expect_typed(s.synchronize, timeout=LONG)
         data = np.arange(b.nbytes, dtype=np.uint64).astype(np.uint8)
-        expect_typed(npurt.memcpy, b, data)
+        written, _ = expect_typed(npurt.memcpy, b, data)
         ok, back = expect_typed(b.copy_to_host)
-        if ok:
+        if written and ok:
             assert (np.frombuffer(bytes(back), np.uint8) == data).all()
 
     @rule(size=st.sampled_from([1 << 20, 4 << 20]), n=st.integers(1, 3))
@@ -233,13 +241,18 @@ class Runtime(RuleBasedStateMachine):
         pool.destroy()
         assert not expect_typed(pool.malloc, 16)[0]
 
+    @rule(n=st.integers(1, 4))
+    def arm_alloc_fault(self, n):
+        # Injected: the n-th device allocation from now fails (OutOfMemoryError).
+        _npurt._fault_set(f"alloc:{n}")
+
     @rule(limit=st.sampled_from([1 << 20, 2 << 20]), count=st.integers(1, 12))
     def context_limit(self, limit, count):
         ctx = npurt.Context(memory_limit=limit)
         made = []
         with ctx:
-            x = npurt.zeros(1 << 16)  # 256 KiB
-            for _ in range(count):
+            ok, x = expect_typed(npurt.zeros, 1 << 16)  # 256 KiB; fails only with a fault armed
+            for _ in range(count if ok else 0):
                 ok, y = expect_typed(npurt.exp, x)
                 if not ok:
                     break
@@ -260,6 +273,7 @@ class Runtime(RuleBasedStateMachine):
         assert 0 <= npurt.memory_allocated()
 
     def teardown(self):
+        _npurt._fault_clear()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             for s in self.owned_streams:
@@ -291,13 +305,21 @@ def _run(examples, steps):
         database=None,
     )
     STEPS.update(count=0, sequences=0, errors=0, baseline=None)
-    Runtime.TestCase().runTest()
+    faults = _npurt._fault_injected()["alloc"]
+    try:
+        Runtime.TestCase().runTest()
+    finally:
+        _npurt._fault_clear()
+    faults = _npurt._fault_injected()["alloc"] - faults
     gc.collect()
     npurt.synchronize(timeout=LONG)
     gc.collect()
     leaked = npurt.memory_allocated() - STEPS["baseline"]
     assert leaked == 0, f"{leaked} bytes still allocated after all sequences were torn down"
-    print(f"fuzz: {STEPS['sequences']} sequences, {STEPS['count']} steps, {STEPS['errors']} typed errors")
+    print(
+        f"fuzz: {STEPS['sequences']} sequences, {STEPS['count']} steps, {STEPS['errors']} typed errors, "
+        f"{faults} injected allocation faults"
+    )
     return STEPS["count"]
 
 

@@ -351,17 +351,32 @@ def test_using_a_destroyed_stream_raises_invalid_handle(use):
 
 
 def test_force_destroy_drops_queued_work():
-    s = npurt.Stream()
-    ran = []
-    npurt.kernels.busy(0.4, stream=s)
-    for i in range(100):
-        s.launch_host_func(ran.append, i)
-    s.destroy(force=True)
-    assert s.completed == 0  # force did not wait for the running kernel
+    # busy(t) cannot end before t has passed since it was launched. When the destroy and
+    # the read of `completed` both happen within t of the launch, the kernel was still
+    # running: force did not wait for it, and every callback behind it must be dropped.
+    # A machine too loaded to fit 100 launches in the window retries with a longer kernel
+    # (the test once failed when the window was missed).
+    t = 0.4
+    for _ in range(6):
+        s = npurt.Stream()
+        ran = []
+        t0 = time.monotonic()
+        npurt.kernels.busy(t, stream=s)
+        for i in range(100):
+            s.launch_host_func(ran.append, i)
+        s.destroy(force=True)
+        completed_at_destroy = s.completed
+        if time.monotonic() - t0 < t:
+            break
+        assert wait_until(lambda: s.completed == 101)
+        t *= 2
+    else:
+        pytest.fail("the machine never fit 100 launches and a destroy into the busy kernel's window")
+    assert completed_at_destroy == 0  # force did not wait for the running kernel
     assert not s.is_alive
     # Every task is accounted for (run or dropped) once the busy kernel is done.
     assert wait_until(lambda: s.completed == 101)
-    assert len(ran) < 100
+    assert ran == []  # queued behind a kernel that was still running: all dropped
     with pytest.raises((npurt.InvalidHandleError, npurt.StreamAbortedError)) as ei:
         s.synchronize()
     assert ei.value.code in (107017, 107023)
