@@ -13,10 +13,10 @@ import warnings
 import npurt
 import numpy as np
 import pytest
-from npurt import _npurt
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, rule
+from npurt import _npurt
 
 LONG = 30.0
 SHAPES = st.sampled_from([(1,), (7,), (64,), (3, 5), (16, 16), (2, 3, 4)])
@@ -52,6 +52,11 @@ class Runtime(RuleBasedStateMachine):
             STEPS["baseline"] = npurt.memory_allocated()
         self.owned_streams = []
         self.model = {}  # id(DeviceArray) -> expected numpy value
+        self.readers = {}  # id(DeviceArray) -> streams with queued reads of it
+        # id(DeviceArray) -> the streams whose work made its value: a value is only checked
+        # when none of them failed (a timed-out wait...) or dropped work (destroy(force)).
+        self.deps = {}
+        self.dropped = []
         self.keep = []  # arrays, buffers, pools, events (released at teardown)
         self.callbacks = []
         self.expected_callbacks = 0
@@ -75,6 +80,8 @@ class Runtime(RuleBasedStateMachine):
             assert not expect_typed(s.destroy)[0]
             return
         ok, _ = expect_typed(s.destroy, force=force)
+        if ok and force:
+            self.dropped.append(s)
         if not ok:
             assert not s.is_alive or force is False
         assert not s.is_alive
@@ -130,6 +137,7 @@ class Runtime(RuleBasedStateMachine):
         if not ok:
             return multiple()
         self.model[id(a)] = np.full(shape, value, np.float32)
+        self.deps[id(a)] = [npurt.current_stream()]
         self.keep.append(a)
         return a
 
@@ -146,8 +154,10 @@ class Runtime(RuleBasedStateMachine):
         ok, out = expect_typed(f, a, s)
         if not ok:
             return a
+        self.readers.setdefault(id(a), []).append(s)
         if id(a) in self.model:
             self.model[id(out)] = ref(self.model[id(a)])
+            self.deps[id(out)] = [*self.deps.get(id(a), []), s]
         self.keep.append(out)
         return out
 
@@ -159,17 +169,38 @@ class Runtime(RuleBasedStateMachine):
             fits = np.broadcast_shapes(a.shape, b.shape) == a.shape  # b broadcasts into out=a
         except ValueError:
             fits = False
+        # Arrays order a write after their last writer, not after readers on other streams
+        # (CUDA's rule too): correct code makes the writing stream wait for the reader.
+        for r in self.readers.pop(id(a), []):
+            if r is not s and r.is_alive and s.is_alive:
+                expect_typed(s.wait_stream, r)
         ok, _ = expect_typed(npurt.add, a, b, out=a, stream=s)
         assert fits or not ok, f"add of {b.shape} into out={a.shape} was accepted"
+        if ok:
+            self.readers.setdefault(id(b), []).append(s)
         if ok and id(a) in self.model and id(b) in self.model:
             self.model[id(a)] = self.model[id(a)] + self.model[id(b)]
+            self.deps[id(a)] = [*self.deps.get(id(a), []), *self.deps.get(id(b), []), s]
         elif ok:
             self.model.pop(id(a), None)
+
+    def _trusted(self, a):
+        """False when a stream that made ``a``'s value failed or dropped queued work."""
+        for s in self.deps.get(id(a), []):
+            if any(s is d for d in self.dropped):
+                return False
+            try:
+                s.query()
+            except npurt.TaskFailedError:
+                return False
+            except npurt.Error:
+                pass  # destroyed after its work ran
+        return True
 
     @rule(a=arrays)
     def read(self, a):
         ok, host = expect_typed(a.to_host)
-        if ok and id(a) in self.model:
+        if ok and id(a) in self.model and self._trusted(a):
             np.testing.assert_allclose(host, self.model[id(a)], rtol=1e-5, atol=1e-5)
 
     @rule(a=arrays, s=streams)
@@ -177,7 +208,7 @@ class Runtime(RuleBasedStateMachine):
         ok, r = expect_typed(npurt.sum, a, stream=s)
         if ok and id(a) in self.model:
             ok2, v = expect_typed(r.to_host)
-            if ok2:
+            if ok2 and self._trusted(a):
                 np.testing.assert_allclose(v, self.model[id(a)].sum(), rtol=1e-4, atol=1e-3)
 
     @rule(shape=st.lists(st.sampled_from([0, 1, 1 << 31, 1 << 40, -1]), min_size=1, max_size=3))
@@ -290,6 +321,9 @@ class Runtime(RuleBasedStateMachine):
                     k.free()
             self.keep.clear()
             self.model.clear()
+            self.readers.clear()
+            self.deps.clear()
+            self.dropped.clear()
             for values in self.bundles.values():  # the machine's own references
                 values.clear()
             self.names_to_values.clear()

@@ -368,7 +368,7 @@ def test_force_destroy_drops_queued_work():
         completed_at_destroy = s.completed
         if time.monotonic() - t0 < t:
             break
-        assert wait_until(lambda: s.completed == 101)
+        assert wait_until(lambda s=s: s.completed == 101)
         t *= 2
     else:
         pytest.fail("the machine never fit 100 launches and a destroy into the busy kernel's window")
