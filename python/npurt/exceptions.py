@@ -20,6 +20,7 @@ __all__ = [
     "Error",
     "InvalidValueError",
     "InvalidTypeError",
+    "InvalidIndexError",
     "InvalidDeviceError",
     "InvalidHandleError",
     "NoContextError",
@@ -67,6 +68,12 @@ class InvalidValueError(Error, ValueError):
 
 class InvalidTypeError(Error, TypeError):
     """An argument has the wrong type (107000)."""
+
+    _default = "ACL_ERROR_RT_PARAM_INVALID"
+
+
+class InvalidIndexError(Error, IndexError):
+    """An index out of bounds or of a kind basic indexing does not take (107000)."""
 
     _default = "ACL_ERROR_RT_PARAM_INVALID"
 

@@ -123,7 +123,16 @@ def record_history(
         enabled = None
     if context is None:
         stacks = None
-    _record_memory_history(enabled, stacks, int(max_entries))
+    from .array.util import _value_error, operator_index
+
+    if enabled not in ("all", "state", None):
+        raise _value_error(f"enabled must be 'all', 'state', True, False or None, not {enabled!r}")
+    if stacks not in ("python", "all", None):
+        raise _value_error(f"stacks must be 'python', 'all' or None, not {stacks!r}")
+    if not 0 <= operator_index(max_entries, "max_entries") <= 1 << 40:
+        raise _value_error(f"max_entries={max_entries} is out of range 0..=2**40")
+
+    _record_memory_history(enabled, stacks, operator_index(max_entries, "max_entries"))
 
 
 def _snapshot() -> dict:
@@ -137,6 +146,10 @@ def _snapshot() -> dict:
 
 def dump_snapshot(path: str | PathLike[str]) -> None:
     """Pickles :func:`_snapshot` to ``path`` (torch's ``_dump_snapshot``)."""
+    if not isinstance(path, (str, PathLike)):  # an int would be a file descriptor
+        from .exceptions import InvalidTypeError
+
+        raise InvalidTypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
     snap = _snapshot()
     with open(path, "wb") as f:
         pickle.dump(snap, f)

@@ -16,5 +16,9 @@ def stream(s: Optional[Stream]) -> Iterator[Optional[Stream]]:
     if s is None:
         yield None
         return
+    if not isinstance(s, Stream):
+        from .exceptions import InvalidTypeError
+
+        raise InvalidTypeError(f"npurt.stream() takes an npurt.Stream or None, not {type(s).__name__}")
     with s:
         yield s

@@ -54,6 +54,8 @@ def sweep(label, f, skip=(), bound=False):
     except (TypeError, ValueError):
         return
     params = [p for p in sig.parameters.values() if p.name not in ("self",) and p.kind not in (p.VAR_KEYWORD,)]
+    # before a *args, the parameters must be passed by position
+    star = any(p.kind == p.VAR_POSITIONAL for p in params)
     for p in params:
         if p.name in skip:
             continue
@@ -68,7 +70,7 @@ def sweep(label, f, skip=(), bound=False):
                     continue
                 if val is inspect.Parameter.empty:
                     break
-                if q.kind == q.POSITIONAL_ONLY:
+                if q.kind == q.POSITIONAL_ONLY or (star and q.kind == q.POSITIONAL_OR_KEYWORD):
                     args.append(val)
                 elif q.kind == q.KEYWORD_ONLY or val is not q.default or q is p:
                     kwargs[q.name] = val

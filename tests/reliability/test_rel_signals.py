@@ -39,6 +39,9 @@ WAITS = {
     "to_host": "x.to_host()",
     "np.asarray": "np.asarray(x)",
     "Stream.destroy": "s2 = npurt.Stream(); s2.wait_event(done); s2.destroy()",
+    "reset_device (last reference)": "npurt.reset_device(0)",
+    "memcpy from an array": "npurt.memcpy(np.empty(16, np.float32), x)",
+    "memcpy_async into pageable": "npurt.memcpy_async(np.empty(16, np.float32), x, npurt.Stream())",
 }
 
 

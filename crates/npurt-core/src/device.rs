@@ -143,6 +143,15 @@ impl Device {
         Ok(())
     }
 
+    /// Waits up to `timeout` for the queued work of every context, ignoring sticky errors
+    /// (what a non-forced teardown waits for); true when all of it finished.
+    pub fn wait_idle(&self, timeout: Option<std::time::Duration>) -> bool {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        std::iter::once(self.default_ctx.clone())
+            .chain(self.contexts.snapshot())
+            .all(|c| c.wait_all(deadline))
+    }
+
     /// Installs (or removes) a profiler observer for this device's tasks.
     pub fn set_observer(&self, obs: Option<Arc<dyn crate::profiler::TaskObserver>>) {
         self.shared.set_observer(obs);

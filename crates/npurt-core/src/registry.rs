@@ -163,6 +163,13 @@ pub fn reset_device(id: i64) -> Result<Option<LeakReport>> {
     release(id, false)
 }
 
+/// The active device `id` if a [`reset_device`] now would drop its last reference (and so
+/// tear it down, waiting for its work); bindings wait for that work first, interruptibly.
+pub fn last_reference(id: i64) -> Result<Option<Arc<Device>>> {
+    let st = slot(id)?.state.lock();
+    Ok(st.dev.clone().filter(|_| st.refs <= 1))
+}
+
 /// ACL `aclrtResetDeviceForce`: tears the device down whatever its reference count, dropping
 /// queued work.
 pub fn reset_device_force(id: i64) -> Result<Option<LeakReport>> {

@@ -99,6 +99,26 @@ pub(crate) fn number_arg(obj: &Bound<'_, PyAny>, name: &str, expected: &str) -> 
         .map_err(|_| value_error(format!("{name}={obj} is out of range")))
 }
 
+/// A flag: a bool (numpy's bool too); anything else is an InvalidTypeError naming `name`.
+pub(crate) fn bool_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
+    obj.extract::<bool>()
+        .map_err(|_| type_error(format!("{name} must be a bool, not {}", type_name(obj))))
+}
+
+/// An optional flag: `None` (or absent) is `None`.
+pub(crate) fn opt_bool_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<bool>> {
+    match obj {
+        Some(o) if !o.is_none() => bool_arg(o, name).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// A str argument; anything else is an InvalidTypeError naming `name`.
+pub(crate) fn str_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<String> {
+    obj.extract::<String>()
+        .map_err(|_| type_error(format!("{name} must be a str, not {}", type_name(obj))))
+}
+
 /// `obj` as the pyclass `T`, or a TypeError "`name` must be `expected`, not <type>".
 #[inline]
 pub(crate) fn cast_arg<'a, 'py, T: PyTypeCheck>(

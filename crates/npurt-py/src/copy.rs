@@ -37,7 +37,7 @@ fn copy_now(py: Python<'_>, d: &Operand<'_>, s: &Operand<'_>, nbytes: Option<usi
     s.check()?;
     let n = memory::copy_size("memcpy", d.cap()?, s.cap()?, nbytes).py_err()?;
     for a in [d.tensor(), s.tensor()].into_iter().flatten() {
-        py.detach(|| copies::host_access(a, None)).py_err()?;
+        crate::wait::host_access(py, a, None)?;
     }
     let (da, sa) = (d.array(py, n)?, s.array(py, n)?);
     numpy(py)?.getattr("copyto")?.call1((da, sa))?;
@@ -115,7 +115,7 @@ pub(crate) fn memcpy_async(
             s.check()?;
             let n = memory::copy_size("memcpy_async", d.cap()?, s.cap()?, n).py_err()?;
             match s.tensor() {
-                Some(a) => py.detach(|| copies::host_access(a, Some(&st))).py_err()?,
+                Some(a) => crate::wait::host_access(py, a, Some(&st))?,
                 None => crate::wait::stream(py, &st, None)?,
             }
             copy_now(py, &d, &s, Some(n))

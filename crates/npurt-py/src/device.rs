@@ -198,9 +198,15 @@ pub(crate) fn make_current(
 
 /// ACL `aclrtResetDevice`: drops one reference; the last one tears the device down.
 #[pyfunction]
-#[pyo3(signature = (device, force=false))]
-pub(crate) fn reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
+#[pyo3(signature = (device, force=None))]
+pub(crate) fn reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let force = crate::args::opt_bool_arg(force, "force")?.unwrap_or(false);
     let id = device_id(device)?;
+    if !force && !npurt_core::thread_role::is_runtime_thread() {
+        if let Some(dev) = registry::last_reference(id).py_err()? {
+            crate::wait::before_teardown(py, &dev)?; // Ctrl-C may interrupt the wait
+        }
+    }
     let report = py
         .detach(|| {
             if force {

@@ -93,6 +93,37 @@ impl<T> IntoPy<T> for Result<T, Error> {
     }
 }
 
+/// A builtin TypeError / ValueError / OverflowError / IndexError raised by Python code the
+/// glue calls on the user's behalf (numpy's `view`/`astype` with a bad dtype...) as the
+/// matching `npurt` class (`InvalidTypeError`, `InvalidValueError`, `InvalidIndexError`);
+/// anything else unchanged.
+pub(crate) fn typed(e: PyErr) -> PyErr {
+    Python::attach(|py| {
+        let class = if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) {
+            "InvalidTypeError"
+        } else if e.is_instance_of::<pyo3::exceptions::PyIndexError>(py) {
+            "InvalidIndexError"
+        } else if e.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+            || e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py)
+        {
+            "InvalidValueError"
+        } else {
+            return e;
+        };
+        let npurt_error = py
+            .import("npurt.exceptions")
+            .and_then(|m| m.getattr("Error"))
+            .is_ok_and(|c| e.get_type(py).is_subclass(&c).unwrap_or(false));
+        if npurt_error {
+            return e;
+        }
+        let acl = AclCode::PARAM_INVALID;
+        let typed = raise(py, class, e.value(py).to_string(), acl.code, acl.name);
+        typed.set_cause(py, Some(e));
+        typed
+    })
+}
+
 /// A kernel argument error: dtype problems are `npurt.InvalidTypeError`, everything else
 /// `npurt.InvalidValueError`; both ACL 107000.
 pub(crate) fn kernel_arg(e: npurt_kernels::KernelArgError) -> PyErr {

@@ -34,15 +34,17 @@ pub(crate) fn record(py: Python<'_>, e: &Event, s: &npurt_core::Stream) -> PyRes
 impl PyEvent {
     /// `timing=True` (or torch's `enable_timing=True`) enables `elapsed_time`.
     #[new]
-    #[pyo3(signature = (timing=false, device=None, *, enable_timing=None))]
+    #[pyo3(signature = (timing=None, device=None, *, enable_timing=None))]
     fn new(
         py: Python<'_>,
-        timing: bool,
+        timing: Option<&Bound<'_, PyAny>>,
         device: Option<&Bound<'_, PyAny>>,
-        enable_timing: Option<bool>,
+        enable_timing: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let timing = crate::args::opt_bool_arg(timing, "timing")?.unwrap_or(false);
+        let enable = crate::args::opt_bool_arg(enable_timing, "enable_timing")?.unwrap_or(false);
         let ctx = context_for(py, device)?;
-        Self::on_context(&ctx, timing || enable_timing.unwrap_or(false))
+        Self::on_context(&ctx, timing || enable)
     }
 
     #[getter]

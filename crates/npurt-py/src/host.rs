@@ -88,7 +88,7 @@ impl PyHostBuffer {
     fn numpy<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let a = native_array(py, &AnyBuffer::Host(self.handle()?), self.nbytes)?;
         match dtype {
-            Some(d) if !d.is_none() => a.call_method1("view", (d,)),
+            Some(d) if !d.is_none() => a.call_method1("view", (d,)).map_err(crate::errors::typed),
             _ => Ok(a),
         }
     }
@@ -99,11 +99,12 @@ impl PyHostBuffer {
         &self,
         py: Python<'py>,
         dtype: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
+        copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let copy = crate::args::opt_bool_arg(copy, "copy")?;
         let mut a = native_array(py, &AnyBuffer::Host(self.handle()?), self.nbytes)?;
         if let Some(d) = dtype.filter(|d| !d.is_none()) {
-            a = a.call_method1("astype", (d,))?;
+            a = a.call_method1("astype", (d,)).map_err(crate::errors::typed)?;
         } else if copy == Some(true) {
             a = a.call_method0("copy")?;
         }

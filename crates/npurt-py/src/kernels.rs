@@ -40,19 +40,24 @@ pub(crate) fn busy(
 
 /// Launches a kernel that fails in block `block` (fault injection for tests).
 #[pyfunction]
-#[pyo3(signature = (message="injected fault", stream=None, blocks=None, block=0))]
+#[pyo3(signature = (message=None, stream=None, blocks=None, block=None))]
 pub(crate) fn fault(
     py: Python<'_>,
-    message: &str,
+    message: Option<&Bound<'_, PyAny>>,
     stream: Option<&Bound<'_, PyAny>>,
     blocks: Option<&Bound<'_, PyAny>>,
-    block: u32,
+    block: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
+    let message = match message {
+        Some(m) => crate::args::str_arg(m, "message")?,
+        None => "injected fault".to_string(),
+    };
+    let block = match block {
+        Some(b) => crate::args::int_arg(b, "block", 0, u32::MAX as i64)? as u32,
+        None => 0,
+    };
     let s = stream_or_current(stream)?;
-    let k = Arc::new(npurt_kernels::Fault {
-        block,
-        message: message.to_string(),
-    });
+    let k = Arc::new(npurt_kernels::Fault { block, message });
     launch(py, &s, k, blocks)
 }
 

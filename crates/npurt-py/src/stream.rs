@@ -164,9 +164,9 @@ impl PyStream {
 
     /// Records a new (or the given) event on this stream and returns it.
     #[pyo3(signature = (event=None))]
-    fn record_event(&self, py: Python<'_>, event: Option<Py<PyEvent>>) -> PyResult<Py<PyEvent>> {
-        let ev = match event {
-            Some(e) => e,
+    fn record_event(&self, py: Python<'_>, event: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyEvent>> {
+        let ev = match event.filter(|e| !e.is_none()) {
+            Some(e) => cast_arg::<PyEvent>(e, "event", "an npurt.Event or None")?.clone().unbind(),
             None => {
                 let cur = py.detach(current::current_context).py_err()?;
                 let ctx = context_on(py, cur, self.s.device() as i64)?;
@@ -199,8 +199,9 @@ impl PyStream {
     }
 
     /// Destroys the stream: waits for its work (or, with force=True, drops queued work).
-    #[pyo3(signature = (force=false))]
-    fn destroy(&self, py: Python<'_>, force: bool) -> PyResult<()> {
+    #[pyo3(signature = (force=None))]
+    fn destroy(&self, py: Python<'_>, force: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let force = crate::args::opt_bool_arg(force, "force")?.unwrap_or(false);
         if !force && self.s.is_alive() && !self.s.is_default() {
             crate::wait::drain(py, &self.s)?; // interruptible; destroy then finds it idle
         }

@@ -84,3 +84,19 @@ pub(crate) fn event(py: Python<'_>, e: &Event, timeout: Option<Duration>) -> PyR
     }
     Ok(())
 }
+
+/// `copies::host_access` in slices: waits for `s` (if given) and then for the array's
+/// last writer before the host touches `a`.
+pub(crate) fn host_access(py: Python<'_>, a: &npurt_kernels::DeviceArray, s: Option<&Stream>) -> PyResult<()> {
+    if let Some(s) = s {
+        stream(py, s, None)?;
+    }
+    sliced(py, None, |slice| a.wait_writes(Some(slice))).map(drop)
+}
+
+/// Before a non-forced `reset_device` that drops the last reference: waits (in slices) for
+/// the device's queued work, which the teardown would otherwise wait for without checking
+/// for signals. Sticky stream errors do not stop the wait (the teardown ignores them).
+pub(crate) fn before_teardown(py: Python<'_>, dev: &npurt_core::Device) -> PyResult<()> {
+    sliced(py, None, |slice| Ok(dev.wait_idle(Some(slice)))).map(drop)
+}

@@ -37,10 +37,12 @@ def ones(shape: Any, dtype: Any = "float32", device: Any = None, stream: Any = N
 
 
 def empty_like(a: DeviceArray, dtype: Any = None) -> DeviceArray:
+    a = _arr(a, "a")
     return empty(a.shape, a.dtype_name if dtype is None else dtype, device=a.device)
 
 
 def zeros_like(a: DeviceArray, dtype: Any = None, stream: Any = None) -> DeviceArray:
+    a = _arr(a, "a")
     return zeros(a.shape, a.dtype_name if dtype is None else dtype, device=a.device, stream=stream)
 
 
@@ -60,14 +62,20 @@ def to_device(x: Any, stream: Any = None, dtype: Any = None, device: Any = None)
             return to_device(x.to_host(), stream=stream, dtype=want, device=device)  # through the host
         out = x.copy(stream=stream)
         return out if dtype is None or _dtype_name(dtype) == out.dtype_name else cast(out, dtype, stream=stream)
-    a = np.asarray(x)
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise _type_error(f"to_device: cannot convert {type(x).__name__} to an array: {e}") from None
     want = _dtype_name(dtype) if dtype is not None else None
     if a.dtype == np.float64 and want is None:
         want = "float32"
     if want is None:
         want = _dtype_name(a.dtype)
     host_dtype = "float32" if want == "bfloat16" else want
-    a = np.asarray(a, dtype=host_dtype, order="C")
+    try:
+        a = np.asarray(a, dtype=host_dtype, order="C")
+    except (TypeError, ValueError, OverflowError) as e:
+        raise _type_error(f"to_device: cannot convert {a.dtype} data to {host_dtype}: {e}") from None
     out = empty(a.shape, host_dtype, device=device)
     if a.nbytes:
         if stream is not None and _npurt._is_pinned(a):

@@ -132,8 +132,10 @@ class DeviceArray:
         without a copy when its strides allow it (numpy's rule, e.g. merging sliced rows);
         otherwise ``InvalidValueError`` (call ``copy()`` first)."""
         if len(shape) == 1 and not isinstance(shape[0], (numbers.Integral, np.integer)):
+            if not isinstance(shape[0], (tuple, list)):
+                raise _type_error(f"reshape: shape must be ints or a sequence of ints, not {type(shape[0]).__name__}")
             shape = tuple(shape[0])
-        shape = [operator_index(s) for s in shape]
+        shape = [operator_index(s, "shape") for s in shape]
         n = self.size
         if shape.count(-1) > 1:
             raise _value_error("can only specify one unknown dimension")
@@ -213,6 +215,8 @@ class DeviceArray:
         With ``stream`` and a pinned ``out`` (a HostBuffer or a numpy view of one) the copy
         is queued on the stream after the array's pending writes and the call returns at
         once (synchronize it before reading ``out``); a pageable ``out`` is written first."""
+        if stream is not None and not isinstance(stream, _npurt.Stream):
+            raise _type_error(f"stream must be an npurt.Stream or None, not {type(stream).__name__}")
         src = self
         if not self.is_contiguous:
             src = self.copy(stream=stream)
@@ -245,6 +249,8 @@ class DeviceArray:
         exported as a CPU (kDLCPU) tensor once the writes queued on it are done (its
         last-writer stream is synchronized); the consumer must not use it while later npurt
         kernels write the array. bfloat16 is not exported (numpy has no bfloat16)."""
+        if copy not in (None, True, False):
+            raise _type_error(f"copy must be True, False or None, not {copy!r}")
         self._a.synchronize()
         v = self._host_view()
         kw = {}
@@ -265,8 +271,15 @@ class DeviceArray:
         return self.to_host()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if copy not in (None, True, False):
+            raise _type_error(f"copy must be True, False or None, not {copy!r}")
         a = self.to_host()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        if dtype is None:
+            return a
+        try:
+            return a.astype(dtype, copy=False)
+        except (TypeError, ValueError) as e:
+            raise _type_error(f"__array__: bad dtype {dtype!r}: {e}") from None
 
     def tolist(self) -> Any:
         return self.to_host().tolist()

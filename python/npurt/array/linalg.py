@@ -10,7 +10,7 @@ from .. import _npurt
 from ..exceptions import InvalidValueError
 from .creation import _arr, empty
 from .device_array import DeviceArray
-from .util import _type_error, _value_error
+from .util import _real, _type_error, _value_error
 
 __all__ = ["matmul", "gemm", "linear"]
 
@@ -119,7 +119,7 @@ def gemm(
         c = _arr(c, "c")
     if bias is not None:
         bias = _arr(bias, "bias")
-    beta = float(beta)
+    beta = _real(beta, "beta")
     if out is None:
         if c is None and beta != 0.0:
             raise _value_error("gemm: beta != 0 needs c (or out, to update in place)")
@@ -127,7 +127,7 @@ def gemm(
     else:
         out = _arr(out, "out")
     c_arg = None if c is None or beta == 0.0 else c._a
-    _npurt._gemm(a._a, b._a, out._a, c_arg, None if bias is None else bias._a, float(alpha), beta, bool(trans_a), bool(trans_b), stream, blocks)
+    _npurt._gemm(a._a, b._a, out._a, c_arg, None if bias is None else bias._a, _real(alpha, "alpha"), beta, bool(trans_a), bool(trans_b), stream, blocks)
     return out
 
 

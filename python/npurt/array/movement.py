@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 from .. import _npurt
 from .creation import _arr, _out
 from .device_array import DeviceArray
-from .util import _axes, _value_error, operator_index
+from .util import _axis_int, _type_error, _value_error, operator_index
 
 __all__ = ["transpose", "permute", "ascontiguousarray", "concat", "concatenate"]
 
@@ -22,7 +22,10 @@ def transpose(x: DeviceArray, axes: Optional[Sequence[int]] = None) -> DeviceArr
 
 def permute(x: DeviceArray, axes: Sequence[int]) -> DeviceArray:
     """torch's ``permute``: a view with result dim ``i`` = ``x``'s dim ``axes[i]``."""
-    return _arr(x, "x").permute(*axes)
+    x = _arr(x, "x")
+    if not isinstance(axes, (tuple, list)):
+        axes = (operator_index(axes, "axes"),)
+    return x.permute(*axes)
 
 
 def ascontiguousarray(x: DeviceArray, stream: Any = None) -> DeviceArray:
@@ -33,15 +36,20 @@ def ascontiguousarray(x: DeviceArray, stream: Any = None) -> DeviceArray:
 
 def concat(arrays: Sequence[DeviceArray], axis: int = 0, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
     """Joins arrays (same dtype, same shape except along ``axis``; any strides)."""
+    if not isinstance(arrays, (tuple, list)):
+        raise _type_error(f"arrays must be a sequence of npurt.DeviceArrays, not {type(arrays).__name__}")
     xs = [_arr(a, "arrays") for a in arrays]
     if not xs:
         raise _value_error("concat needs at least one array")
     nd = xs[0].ndim
-    ax = _axes(axis, nd)[0] if nd else 0
+    axis = _axis_int(axis)
+    if nd and not -nd <= axis < nd:
+        raise _value_error(f"axis {axis} is out of bounds for arrays of {nd} dimension(s)")
+    ax = axis % nd if nd else 0
     shape = list(xs[0].shape)
     shape[ax] = _builtins.sum(a.shape[ax] if a.ndim == nd else 0 for a in xs)
     o = _out(out, shape, xs[0].dtype_name, xs[0].device)
-    _npurt._concat([a._a for a in xs], operator_index(axis), o._a, stream)
+    _npurt._concat([a._a for a in xs], axis, o._a, stream)
     return o
 
 

@@ -9,7 +9,19 @@ from typing import Any, Optional
 from .. import _npurt
 from .creation import _arr, _out, empty
 from .device_array import DeviceArray
-from .util import _FLOATS, _axes, _bshape, _dtype_name, _is_scalar, _scalar, _type_error, _value_error, operator_index
+from .util import (
+    _FLOATS,
+    _axes,
+    _axis_int,
+    _bshape,
+    _dtype_name,
+    _flag,
+    _is_scalar,
+    _real,
+    _scalar,
+    _type_error,
+    _value_error,
+)
 
 __all__ = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "abs", "negative", "cast", "axpy", "sum", "mean", "max", "min", "argmax", "softmax", "log_softmax", "layer_norm", "rms_norm"]
 
@@ -165,7 +177,7 @@ def axpy(alpha: Any, x: DeviceArray, y: DeviceArray, out: Optional[DeviceArray] 
 def _reduce(op: str, x: Any, axis: Any, keepdims: bool, dtype: Optional[str], out: Any, stream: Any) -> DeviceArray:
     x = _arr(x, "x")
     ax = _axes(axis, x.ndim)
-    shape = _npurt._reduce_out_shape(list(x.shape), None if ax is None else list(ax), keepdims)
+    shape = _npurt._reduce_out_shape(list(x.shape), None if ax is None else list(ax), _flag(keepdims, "keepdims"))
     o = _out(out, shape, dtype or x.dtype_name, x.device)
     _npurt._reduce(op, x._a, None if ax is None else list(ax), o._a, stream)
     return o
@@ -209,7 +221,7 @@ def argmax(x: DeviceArray, axis: Optional[int] = None, out: Optional[DeviceArray
 def _softmax(x: Any, axis: Any, out: Any, log: bool, stream: Any) -> DeviceArray:
     x = _arr(x, "x")
     o = _out(out, x.shape, x.dtype_name, x.device)
-    _npurt._softmax(x._a, operator_index(axis), o._a, log, stream)
+    _npurt._softmax(x._a, _axis_int(axis), o._a, log, stream)
     return o
 
 
@@ -232,12 +244,12 @@ def layer_norm(
     """Layer normalisation over the last axis (biased variance), then ``* weight + bias``."""
     x = _arr(x, "x")
     o = _out(out, x.shape, x.dtype_name, x.device)
-    _npurt._norm(x._a, None if weight is None else _arr(weight, "weight")._a, None if bias is None else _arr(bias, "bias")._a, float(eps), o._a, False, stream)
+    _npurt._norm(x._a, None if weight is None else _arr(weight, "weight")._a, None if bias is None else _arr(bias, "bias")._a, _real(eps, "eps"), o._a, False, stream)
     return o
 
 
 def rms_norm(x: DeviceArray, weight: Optional[DeviceArray] = None, eps: float = 1e-6, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
     x = _arr(x, "x")
     o = _out(out, x.shape, x.dtype_name, x.device)
-    _npurt._norm(x._a, None if weight is None else _arr(weight, "weight")._a, None, float(eps), o._a, True, stream)
+    _npurt._norm(x._a, None if weight is None else _arr(weight, "weight")._a, None, _real(eps, "eps"), o._a, True, stream)
     return o

@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _npurt
-from ..exceptions import InvalidTypeError, InvalidValueError
+from ..exceptions import InvalidIndexError, InvalidTypeError, InvalidValueError
 
 _DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8", "bool")
 _FLOATS = ("float32", "float16", "bfloat16")
@@ -46,7 +46,7 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _shape_arg(shape: Any) -> Tuple[int, ...]:
-    if shape.__class__ is tuple and all(s.__class__ is int and s >= 0 for s in shape):
+    if shape.__class__ is tuple and all(s.__class__ is int and 0 <= s <= _MAX_DIM for s in shape):
         return shape
     if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
@@ -56,14 +56,52 @@ def _shape_arg(shape: Any) -> Tuple[int, ...]:
         raise _type_error(f"shape must be an int or a sequence of ints, not {shape!r}") from None
     if any(s < 0 for s in out):
         raise _value_error(f"negative dimensions are not allowed: {out}")
+    if any(s > _MAX_DIM for s in out):
+        raise _value_error(f"dimension too large in shape {out}")
     return out
 
 
-def operator_index(v: Any) -> int:
-    """``operator.index`` that also rejects bool (TypeError with a message)."""
-    if isinstance(v, bool):
-        raise TypeError(f"an integer is required, not {v!r}")
-    return operator.index(v)
+def operator_index(v: Any, name: str = "index") -> int:
+    """``operator.index`` that also rejects bool; an ``InvalidTypeError`` (a TypeError)
+    naming ``name`` for anything but an int."""
+    if v.__class__ is int:
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        raise _type_error(f"{name} must be an int, not {v!r}")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise _type_error(f"{name} must be an int, not {type(v).__name__}") from None
+
+
+# Dimensions, axes and offsets beyond this cannot name anything (the native side takes
+# 64-bit values): an InvalidValueError instead of an OverflowError from the conversion.
+_MAX_DIM = 1 << 62
+
+
+def _real(v: Any, name: str) -> float:
+    """A real number argument (int or float, numpy's too; never bool) as a float."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.integer, np.floating)):
+        raise _type_error(f"{name} must be a number, not {type(v).__name__}")
+    try:
+        return float(v)
+    except OverflowError:
+        raise _value_error(f"{name}={v} is out of range") from None
+
+
+def _axis_int(v: Any) -> int:
+    """One axis (an int, possibly negative; the kernel checks it against the rank)."""
+    ax = operator_index(v, "axis")
+    if abs(ax) > _MAX_DIM:
+        raise _value_error(f"axis {ax} is out of range")
+    return ax
+
+
+def _flag(v: Any, name: str) -> bool:
+    """A bool argument (numpy's bool too)."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise _type_error(f"{name} must be a bool, not {type(v).__name__}")
 
 
 def _contig_strides(shape: Sequence[int]) -> Tuple[int, ...]:
@@ -111,7 +149,10 @@ def _axes(axis: Any, ndim: int) -> Optional[Tuple[int, ...]]:
     if axis is None:
         return None
     ax = [axis] if not isinstance(axis, (tuple, list)) else list(axis)
-    return tuple(_npurt._normalize_axes([operator_index(a) for a in ax], ndim))
+    ax = [operator_index(a, "axis") for a in ax]
+    if any(abs(a) > _MAX_DIM for a in ax):
+        raise _value_error(f"axis {tuple(ax)} is out of range for {ndim} dimension(s)")
+    return tuple(_npurt._normalize_axes(ax, ndim))
 
 
 def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: int, key: Any) -> Tuple[list, list, int]:
@@ -122,12 +163,12 @@ def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: 
     used = _builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
     nd = len(shape)
     if _builtins.sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise InvalidIndexError("an index can only have a single ellipsis ('...')")
     if any(k is Ellipsis for k in key):
         i = key.index(Ellipsis)
         key = key[:i] + (slice(None),) * (nd - used) + key[i + 1 :]
     if used > nd:
-        raise IndexError(f"too many indices for array of {nd} dimension(s)")
+        raise InvalidIndexError(f"too many indices for array of {nd} dimension(s)")
     new_sh, new_st, d = [], [], 0
     for k in key:
         if k is None:
@@ -136,7 +177,10 @@ def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: 
             continue
         n, s = shape[d], strides[d]
         if isinstance(k, slice):
-            start, stop, step = k.indices(n)
+            try:
+                start, stop, step = k.indices(n)
+            except (TypeError, ValueError) as e:
+                raise InvalidIndexError(f"bad slice {k!r}: {e}") from None
             cnt = len(range(start, stop, step))
             if cnt:
                 offset += start * s * itemsize
@@ -146,11 +190,11 @@ def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: 
             try:
                 i = operator_index(k)
             except TypeError:
-                raise IndexError(f"only integers, slices, ... and None are valid indices, not {k!r}") from None
+                raise InvalidIndexError(f"only integers, slices, ... and None are valid indices, not {k!r}") from None
             if i < 0:
                 i += n
             if not 0 <= i < n:
-                raise IndexError(f"index {k} is out of bounds for axis {d} with size {n}")
+                raise InvalidIndexError(f"index {k} is out of bounds for axis {d} with size {n}")
             offset += i * s * itemsize
         d += 1
     return new_sh + list(shape[d:]), new_st + list(strides[d:]), offset

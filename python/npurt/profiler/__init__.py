@@ -109,16 +109,23 @@ class profile:
                  on_trace_ready: Optional[Callable[["profile"], Any]] = None, record_shapes: bool = False,
                  profile_memory: bool = False, with_stack: bool = False, with_flops: bool = False,
                  with_modules: bool = False, experimental_config: Any = None, devices: Optional[Sequence[int]] = None) -> None:
-        acts = set(activities) if activities is not None else set(_ALL)
+        from ..exceptions import InvalidTypeError
+
+        try:
+            acts = set(activities) if activities is not None else set(_ALL)
+        except TypeError:
+            raise InvalidTypeError(f"activities must be an iterable of ProfilerActivity, not {activities!r}") from None
         for a in acts:
             if not isinstance(a, ProfilerActivity):
-                raise TypeError(f"activities must be ProfilerActivity values, not {a!r}")
+                raise InvalidTypeError(f"activities must be ProfilerActivity values, not {a!r}")
         self.activities = acts
         self.schedule = schedule
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
         self.profile_memory = bool(profile_memory)
         self.with_stack = bool(with_stack)
+        if devices is not None and not isinstance(devices, (list, tuple, range)):
+            raise InvalidTypeError(f"devices must be a sequence of device ordinals, not {type(devices).__name__}")
         self.devices = list(devices) if devices is not None else None
         self.step_num = 0
         self.last_trace_dir: Optional[str] = None
