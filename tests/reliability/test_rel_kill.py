@@ -49,9 +49,11 @@ CHILD = textwrap.dedent(
 
 
 def _shm():
-    """npurt's files in /dev/shm (it uses anonymous memfds only: there must be none)."""
+    """npurt's files in /dev/shm besides npurt-smi's status directory (memory is anonymous
+    memfds only)."""
     try:
-        return {n for n in os.listdir("/dev/shm") if "npurt" in n}
+        status = f"npurt-{os.getuid()}"  # npurt-smi's status records (stale ones are cleaned by pid)
+        return {n for n in os.listdir("/dev/shm") if "npurt" in n and n != status}
     except FileNotFoundError:
         return set()
 
