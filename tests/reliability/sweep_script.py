@@ -5,6 +5,8 @@ raised something other than an npurt.Error (or crashed the interpreter: then the
 the signal)."""
 
 import inspect
+import os
+import tempfile
 import warnings
 
 import npurt
@@ -12,6 +14,7 @@ import npurt.kernels as K
 import numpy as np
 
 warnings.simplefilter("ignore")
+os.chdir(tempfile.mkdtemp(prefix="npurt-sweep-"))  # entry points given "x" as a path write files
 BAD = [object(), "x", -1, 2**70, -(2**70), 1e-3, float("nan"), float("inf"), -1.5, [1, 2], (1, "a"), b"x", {}, True,
        None, np.float32(1.5), np.int64(-5), 2**63, 1 << 40]
 failures = []
