@@ -105,14 +105,15 @@ def outcomes(fail):
     s.synchronize()
     y = npurt.add(x, 1.0, stream=s)
     fail(s)
-    z = npurt.add(x, 2.0, stream=s)
+    # Every later step is recorded after synchronize saw the failure, so no step depends on
+    # whether the failing kernel had run yet (a launch after it raises once it has).
     out = {}
     steps = {
         "synchronize": lambda: s.synchronize(timeout=30),
         "query": lambda: s.query(),
         "launch": lambda: npurt.kernels.empty(stream=s),
-        "read the result": lambda: z.to_host(),
-        "use on another stream": lambda: npurt.relu(z, stream=other).to_host(),
+        "launch an array op": lambda: npurt.add(x, 2.0, stream=s).to_host(),
+        "use on another stream": lambda: npurt.relu(y, stream=other).to_host(),
         "an earlier result": lambda: y.to_host(),
         "other streams go on": lambda: npurt.add(x, 3.0, stream=other).to_host(),
     }
