@@ -93,7 +93,11 @@ pub(crate) fn from_env() -> Result<()> {
 
 /// Faults injected so far, by kind name.
 pub fn injected() -> Vec<(&'static str, u64)> {
-    NAMES.iter().zip(&INJECTED).map(|(&n, c)| (n, c.load(Relaxed))).collect()
+    NAMES
+        .iter()
+        .zip(&INJECTED)
+        .map(|(&n, c)| (n, c.load(Relaxed)))
+        .collect()
 }
 
 /// Blocks until `stop()` is true (an injected hang or stall), polling every millisecond,

@@ -199,7 +199,11 @@ pub(crate) fn make_current(
 /// ACL `aclrtResetDevice`: drops one reference; the last one tears the device down.
 #[pyfunction]
 #[pyo3(signature = (device, force=None))]
-pub(crate) fn reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+pub(crate) fn reset_device(
+    py: Python<'_>,
+    device: &Bound<'_, PyAny>,
+    force: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
     let force = crate::args::opt_bool_arg(force, "force")?.unwrap_or(false);
     let id = device_id(device)?;
     if !force && !npurt_core::thread_role::is_runtime_thread() {

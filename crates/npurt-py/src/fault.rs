@@ -10,9 +10,9 @@ use pyo3::types::PyDict;
 /// disarms); replaces whatever was armed.
 #[pyfunction]
 fn _fault_set(spec: &Bound<'_, PyAny>) -> PyResult<()> {
-    let spec: String = spec.extract().map_err(|_| {
-        crate::errors::type_error(format!("spec must be a str, not {}", crate::args::type_name(spec)))
-    })?;
+    let spec: String = spec
+        .extract()
+        .map_err(|_| crate::errors::type_error(format!("spec must be a str, not {}", crate::args::type_name(spec))))?;
     npurt_core::fault::set(&spec).py_err()
 }
 

@@ -166,7 +166,9 @@ impl PyStream {
     #[pyo3(signature = (event=None))]
     fn record_event(&self, py: Python<'_>, event: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyEvent>> {
         let ev = match event.filter(|e| !e.is_none()) {
-            Some(e) => cast_arg::<PyEvent>(e, "event", "an npurt.Event or None")?.clone().unbind(),
+            Some(e) => cast_arg::<PyEvent>(e, "event", "an npurt.Event or None")?
+                .clone()
+                .unbind(),
             None => {
                 let cur = py.detach(current::current_context).py_err()?;
                 let ctx = context_on(py, cur, self.s.device() as i64)?;

@@ -266,7 +266,9 @@ impl Worker {
             return true;
         }
         if fires(Fault::Hang) {
-            stall(None, || s.aborted() || self.dev.shutdown.load(Acquire) || crate::lifecycle::is_shut_down());
+            stall(None, || {
+                s.aborted() || self.dev.shutdown.load(Acquire) || crate::lifecycle::is_shut_down()
+            });
             return true;
         }
         false
