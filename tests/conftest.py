@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 
 # Tests import their helpers from `helpers`; the names are also visible here so that a test
 # written against the old flat layout (`from conftest import ...`) still runs.
-from helpers import LONG, acl_thread, release_device, run_in_thread, run_python, wait_until  # noqa: E402,F401
+from helpers import LONG, acl_thread, release_device, release_stream, run_in_thread, run_python, wait_until  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,9 +51,4 @@ def stream():
     """A fresh stream on device 0, released at the end of the test."""
     s = npurt.Stream()
     yield s
-    if s.is_alive:
-        try:
-            s.synchronize(timeout=LONG)
-        except npurt.TaskFailedError:
-            pass
-        s.destroy()
+    release_stream(s)

@@ -33,6 +33,16 @@ def release_device(i):
     assert not npurt.Device(i).is_active
 
 
+def release_stream(s, timeout=LONG):
+    """Waits for a live stream (its own failure is no error here) and destroys it."""
+    if s.is_alive:
+        try:
+            s.synchronize(timeout=timeout)
+        except npurt.TaskFailedError:
+            pass
+        s.destroy()
+
+
 def run_in_thread(fn, *args, timeout=LONG):
     """Runs ``fn(*args)`` on a new thread; returns its result or re-raises its exception."""
     out = {}

@@ -13,6 +13,7 @@ import warnings
 import npurt
 import numpy as np
 import pytest
+from helpers import release_stream
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, rule
@@ -308,12 +309,7 @@ class Runtime(RuleBasedStateMachine):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             for s in self.owned_streams:
-                if s.is_alive:
-                    try:
-                        s.synchronize(timeout=LONG)
-                    except npurt.TaskFailedError:
-                        pass
-                    s.destroy()
+                release_stream(s, timeout=LONG)
             npurt.synchronize(timeout=LONG)
             assert len(self.callbacks) <= self.expected_callbacks
             for k in self.keep:
