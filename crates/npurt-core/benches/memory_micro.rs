@@ -42,17 +42,15 @@ fn main() -> Result<(), npurt_core::Error> {
         drop(black_box(b));
     });
     let pool = CachingPool::new(PoolConfig::new(4 << 30)).unwrap();
-    let _n = pool.alloc(npurt_mem::acl_malloc_size(MIB).unwrap(), 0).unwrap();
+    let _n = pool.alloc(npurt_mem::acl_malloc_size(MIB).unwrap()).unwrap();
     let raw = ns_per(200_000, || {
-        let a = pool
-            .alloc(npurt_mem::acl_malloc_size(black_box(MIB)).unwrap(), 0)
-            .unwrap();
-        pool.free(black_box(a), Vec::new()).unwrap();
+        let a = pool.alloc(npurt_mem::acl_malloc_size(black_box(MIB)).unwrap()).unwrap();
+        pool.free(black_box(a)).unwrap();
     });
-    let _m = pool.alloc(MIB, 0).unwrap();
+    let _m = pool.alloc(MIB).unwrap();
     let unpadded = ns_per(200_000, || {
-        let a = pool.alloc(black_box(MIB), 0).unwrap();
-        pool.free(black_box(a), Vec::new()).unwrap();
+        let a = pool.alloc(black_box(MIB)).unwrap();
+        pool.free(black_box(a)).unwrap();
     });
     println!("1 MiB malloc+free, DeviceBuffer (current device): {buf:7.1} ns/pair");
     println!("1 MiB malloc_on+free, DeviceBuffer (given device): {on:7.1} ns/pair");

@@ -12,10 +12,10 @@ fn main() {
         drop(black_box(b));
     }
     let pool = CachingPool::new(PoolConfig::new(4 << 30)).unwrap();
-    let _m = pool.alloc(MIB, 0).unwrap();
+    let _m = pool.alloc(MIB).unwrap();
     for _ in 0..n {
-        let a = pool.alloc(black_box(MIB), 0).unwrap();
-        pool.free(black_box(a), Vec::new()).unwrap();
+        let a = pool.alloc(black_box(MIB)).unwrap();
+        pool.free(black_box(a)).unwrap();
     }
     drop(keep);
 }

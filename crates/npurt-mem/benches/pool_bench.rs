@@ -34,34 +34,32 @@ fn main() {
 
     // 1. Exact fit from the cache: a free 1 MiB block whose neighbour is allocated.
     let p = pool();
-    let a = p.alloc(MIB, 0).unwrap();
-    let _b = p.alloc(MIB, 0).unwrap();
-    p.free(a, Vec::new()).unwrap();
+    let a = p.alloc(MIB).unwrap();
+    let _b = p.alloc(MIB).unwrap();
+    p.free(a).unwrap();
     let exact = ns_per(iters, || {
-        let x = p.alloc(black_box(MIB), 0).unwrap();
-        p.free(black_box(x), Vec::new()).unwrap();
+        let x = p.alloc(black_box(MIB)).unwrap();
+        p.free(black_box(x)).unwrap();
     });
 
     // 2. Split + coalesce every time: two sizes alternate, so no freed block fits the next
     // request exactly; each request coalesces the previous free, then splits again.
     let p2 = pool();
-    let x = p2.alloc(4 * MIB, 0).unwrap();
-    p2.free(x, Vec::new()).unwrap();
+    let x = p2.alloc(4 * MIB).unwrap();
+    p2.free(x).unwrap();
     let mut k = 0usize;
     let split = ns_per(iters, || {
         k += 1;
-        let x = p2
-            .alloc(black_box(if k % 2 == 0 { 4 * MIB } else { 3 * MIB }), 0)
-            .unwrap();
-        p2.free(black_box(x), Vec::new()).unwrap();
+        let x = p2.alloc(black_box(if k % 2 == 0 { 4 * MIB } else { 3 * MIB })).unwrap();
+        p2.free(black_box(x)).unwrap();
     });
 
     // 3. Same with 100 other live blocks in the pool (bigger maps).
     let p3 = pool();
-    let live: Vec<usize> = (0..100).map(|i| p3.alloc(512 * (i + 1), 0).unwrap()).collect();
+    let live: Vec<usize> = (0..100).map(|i| p3.alloc(512 * (i + 1)).unwrap()).collect();
     let busy = ns_per(iters, || {
-        let x = p3.alloc(black_box(MIB), 0).unwrap();
-        p3.free(black_box(x), Vec::new()).unwrap();
+        let x = p3.alloc(black_box(MIB)).unwrap();
+        p3.free(black_box(x)).unwrap();
     });
     drop(live);
 
@@ -83,12 +81,12 @@ fn main() {
     let p4 = pool();
     let t = Instant::now();
     std::thread::scope(|s| {
-        for stream in 0..2u64 {
+        for _ in 0..2 {
             let p4 = &p4;
             s.spawn(move || {
                 for _ in 0..iters / 4 {
-                    let x = p4.alloc(black_box(MIB), stream).unwrap();
-                    p4.free(x, Vec::new()).unwrap();
+                    let x = p4.alloc(black_box(MIB)).unwrap();
+                    p4.free(x).unwrap();
                 }
             });
         }

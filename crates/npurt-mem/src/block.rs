@@ -4,10 +4,6 @@
 /// "No block" in `prev`/`next` links.
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Stream tag of a free block that no queued work can still touch: any stream may
-/// take it. Callers may not use this id for their own streams.
-pub const ANY_STREAM: u64 = u64::MAX;
-
 /// Index of the small pool in per-pool arrays.
 pub(crate) const SMALL: usize = 0;
 /// Index of the large pool in per-pool arrays.
@@ -20,8 +16,6 @@ pub(crate) enum BState {
     Free,
     /// Handed out to a caller.
     Allocated,
-    /// Freed by the caller, waiting for fences.
-    Pending,
     /// Slot not in use (absorbed by a merge or released).
     Dead,
 }
@@ -35,9 +29,6 @@ pub(crate) struct Block {
     pub size: usize,
     /// Bytes the caller asked for (0 while free).
     pub requested: usize,
-    /// Allocating stream while allocated/pending; free-list tag while free
-    /// (`ANY_STREAM` = usable by every stream).
-    pub stream: u64,
     pub prev: u32,
     pub next: u32,
     /// Slot of the owning segment.
@@ -51,14 +42,14 @@ pub(crate) struct Block {
     pub deferred: bool,
 }
 
-/// Free-list key: ordered by (stream tag, size, address), so a range query from
-/// `(stream, size, 0)` yields the best fit of that stream.
-pub(crate) type FreeKey = (u64, usize, usize);
+/// Free-list key: ordered by (size, address), so a range query from `(size, 0)` yields
+/// the best fit.
+pub(crate) type FreeKey = (usize, usize);
 
 impl Block {
     #[inline]
     pub(crate) fn key(&self) -> FreeKey {
-        (self.stream, self.size, self.addr)
+        (self.size, self.addr)
     }
 
     #[inline]
@@ -120,20 +111,6 @@ impl std::ops::IndexMut<u32> for Slab {
     }
 }
 
-/// Tag of the block made by merging two free blocks tagged `a` and `b`, if they may
-/// merge: equal tags, or one is `ANY_STREAM` (the result stays bound to the other
-/// stream, the conservative choice).
-#[inline]
-pub(crate) fn merged_tag(a: u64, b: u64) -> Option<u64> {
-    if a == b || b == ANY_STREAM {
-        Some(a)
-    } else if a == ANY_STREAM {
-        Some(b)
-    } else {
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,7 +120,6 @@ mod tests {
             addr,
             size: 512,
             requested: 0,
-            stream: 0,
             prev: NIL,
             next: NIL,
             seg: 0,
@@ -164,15 +140,7 @@ mod tests {
         let c = s.insert(blk(1024));
         assert_eq!(c, a);
         assert_eq!(s[b].end(), 1024);
-        assert_eq!(s[c].key(), (0, 512, 1024));
-    }
-
-    #[test]
-    fn tags() {
-        assert_eq!(merged_tag(1, 1), Some(1));
-        assert_eq!(merged_tag(1, ANY_STREAM), Some(1));
-        assert_eq!(merged_tag(ANY_STREAM, 2), Some(2));
-        assert_eq!(merged_tag(1, 2), None);
+        assert_eq!(s[c].key(), (512, 1024));
     }
 }
 

@@ -2,11 +2,11 @@
 //! (not yet merged with their free neighbours); merging happens when a request of another
 //! size, an eviction or a flush needs it (see `freelist.rs` for the bet this makes).
 
-use crate::block::{merged_tag, BState, LARGE, NIL, SMALL};
+use crate::block::{BState, LARGE, NIL, SMALL};
 use crate::state::State;
 
 impl State {
-    /// Allocated/pending block `i` becomes free (tagged with its stream) and enters
+    /// Allocated block `i` becomes free and enters
     /// the hot cache deferred: coalescing waits until a request needs it (freelist.rs).
     #[inline]
     pub(crate) fn free_block(&mut self, i: u32) {
@@ -48,20 +48,7 @@ impl State {
         self.settle(LARGE);
     }
 
-    /// Moves every hot block into the ordered maps, coalescing deferred ones.
-    pub(crate) fn flush_hot(&mut self) {
-        for pool in [SMALL, LARGE] {
-            while let Some(i) = self.free.pop_hot(&mut self.blocks, pool) {
-                if self.blocks[i].deferred {
-                    self.merge_and_insert(i, false);
-                } else {
-                    self.free.insert(&mut self.blocks, i);
-                }
-            }
-        }
-    }
-
-    /// Free block `i` (not in a free list) absorbs every compatible free neighbour (a
+    /// Free block `i` (not in a free list) absorbs every free neighbour (a
     /// run of them when deferred blocks are involved) and is inserted into its free list
     /// (the hot cache if `hot`). Returns the surviving slot.
     pub(crate) fn merge_and_insert(&mut self, mut i: u32, hot: bool) -> u32 {
@@ -70,11 +57,8 @@ impl State {
             if prev == NIL || self.blocks[prev].state != BState::Free {
                 break;
             }
-            let Some(tag) = merged_tag(self.blocks[prev].stream, self.blocks[i].stream) else {
-                break;
-            };
             self.free.remove(&mut self.blocks, prev);
-            self.absorb_next(prev, tag);
+            self.absorb_next(prev);
             i = prev;
         }
         loop {
@@ -82,11 +66,8 @@ impl State {
             if next == NIL || self.blocks[next].state != BState::Free {
                 break;
             }
-            let Some(tag) = merged_tag(self.blocks[i].stream, self.blocks[next].stream) else {
-                break;
-            };
             self.free.remove(&mut self.blocks, next);
-            self.absorb_next(i, tag);
+            self.absorb_next(i);
         }
         self.blocks[i].deferred = false;
         if hot {
@@ -98,7 +79,7 @@ impl State {
     }
 
     /// Block `i` swallows its successor (neither is in a free list).
-    fn absorb_next(&mut self, i: u32, tag: u64) {
+    fn absorb_next(&mut self, i: u32) {
         let n = self.blocks[i].next;
         let (nsize, nnext, naddr) = {
             let nb = &self.blocks[n];
@@ -107,7 +88,6 @@ impl State {
         let b = &mut self.blocks[i];
         b.size += nsize;
         b.next = nnext;
-        b.stream = tag;
         if nnext != NIL {
             self.blocks[nnext].prev = i;
         }
@@ -131,10 +111,9 @@ impl State {
     }
 
     /// Bytes of the free block that coalescing free block `i` would make: the run of
-    /// adjacent free blocks around it whose stream tags can merge.
+    /// adjacent free blocks around it.
     fn free_run(&self, i: u32) -> usize {
-        let b = &self.blocks[i];
-        let (mut size, mut tag) = (b.size, b.stream);
+        let mut size = self.blocks[i].size;
         for forward in [false, true] {
             let mut j = i;
             loop {
@@ -143,10 +122,6 @@ impl State {
                 if n == NIL || self.blocks[n].state != BState::Free {
                     break;
                 }
-                let Some(t) = merged_tag(tag, self.blocks[n].stream) else {
-                    break;
-                };
-                tag = t;
                 size += self.blocks[n].size;
                 j = n;
             }

@@ -25,11 +25,6 @@ pub struct SegmentEvent {
 /// into the pool.
 pub type SegmentObserver = Arc<dyn Fn(&SegmentEvent) + Send + Sync>;
 
-/// Called (without the pool lock) before cached segments are unmapped on the
-/// allocation slow path and in `empty_cache`; it must wait until every stream that
-/// freed blocks has drained (a device synchronize).
-pub type SyncHook = Arc<dyn Fn() + Send + Sync>;
-
 /// Pool configuration.
 #[derive(Clone)]
 pub struct PoolConfig {
@@ -53,9 +48,6 @@ pub struct PoolConfig {
     /// and exact segments keep a dynamic-shape workload's reserved/peak ratio near 1.15
     /// instead of 1.4 (1.3 with 2 MiB rounding). `Some(20 << 20)` gives torch's `kLargeBuffer` behaviour.
     pub large_segment: Option<usize>,
-    /// Device-synchronize hook (see [`SyncHook`]). Without one, the pool assumes that
-    /// free blocks are idle whenever it unmaps them.
-    pub sync_hook: Option<SyncHook>,
     /// Before a growing pool maps a segment that would take its reserved bytes past their
     /// peak, it unmaps cached segments that are entirely free (all too small for the
     /// request, or best fit would have used them). Default `true`: on a dynamic-shape
@@ -79,7 +71,6 @@ impl PoolConfig {
             gc_threshold: None,
             grow: true,
             large_segment: None,
-            sync_hook: None,
             trim_before_growth: true,
             segment_observer: None,
         }
@@ -96,7 +87,6 @@ impl std::fmt::Debug for PoolConfig {
             .field("gc_threshold", &self.gc_threshold)
             .field("grow", &self.grow)
             .field("large_segment", &self.large_segment)
-            .field("sync_hook", &self.sync_hook.is_some())
             .field("trim_before_growth", &self.trim_before_growth)
             .field("segment_observer", &self.segment_observer.is_some())
             .finish()

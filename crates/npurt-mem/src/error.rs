@@ -68,12 +68,6 @@ pub enum MemError {
         /// The address given.
         addr: usize,
     },
-    /// A stream id that is reserved by the pool (`u64::MAX`).
-    #[error("invalid stream id {stream:#x} (reserved)")]
-    InvalidStream {
-        /// The stream id given.
-        stream: u64,
-    },
     /// An OS call failed unexpectedly.
     #[error("{op} failed: {}", std::io::Error::from_raw_os_error(*.errno))]
     Os {
@@ -89,7 +83,7 @@ impl MemError {
     pub fn code(&self) -> u32 {
         match self {
             MemError::OutOfMemory { .. } | MemError::HugePagesUnavailable { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
-            MemError::InvalidSize { .. } | MemError::InvalidStream { .. } => ACL_ERROR_RT_PARAM_INVALID,
+            MemError::InvalidSize { .. } => ACL_ERROR_RT_PARAM_INVALID,
             MemError::InvalidPointer { during_free: true, .. } | MemError::DoubleFree { .. } => {
                 ACL_ERROR_RT_MEMORY_FREE
             }

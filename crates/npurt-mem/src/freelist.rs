@@ -1,5 +1,5 @@
 //! Free lists of the caching pool: per pool (small/large) an ordered map keyed by
-//! (stream tag, size, address) for best fit, fronted by a tiny "hot" cache of the most
+//! (size, address) for best fit, fronted by a tiny "hot" cache of the most
 //! recently freed blocks.
 //!
 //! The hot cache exists for speed: a block that is freed and re-allocated with the
@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::block::{FreeKey, Slab, ANY_STREAM};
+use crate::block::{FreeKey, Slab};
 
 /// Hot-cache entries per pool.
 const HOT: usize = 8;
@@ -48,8 +48,6 @@ impl Hot {
 #[derive(Default, Debug)]
 pub(crate) struct FreeLists {
     maps: [BTreeMap<FreeKey, u32>; 2],
-    /// Entries tagged `ANY_STREAM` in each map (lets best fit skip a range query).
-    any: [usize; 2],
     hot: [Hot; 2],
 }
 
@@ -59,9 +57,7 @@ impl FreeLists {
     pub(crate) fn insert(&mut self, blocks: &mut Slab, i: u32) {
         let b = &mut blocks[i];
         b.hot = false;
-        let (pool, key) = (b.pool as usize, b.key());
-        self.any[pool] += usize::from(key.0 == ANY_STREAM);
-        self.maps[pool].insert(key, i);
+        self.maps[b.pool as usize].insert(b.key(), i);
     }
 
     /// Inserts free block `i` into the hot cache. When the cache is full its oldest
@@ -85,15 +81,12 @@ impl FreeLists {
         evicted
     }
 
-    /// Takes the newest hot block of `pool` of exactly `size` bytes usable by `stream`
-    /// out of the cache (the allocation fast path; deferred blocks qualify).
+    /// Takes the newest hot block of `pool` of exactly `size` bytes out of the cache
+    /// (the allocation fast path; deferred blocks qualify).
     #[inline]
-    pub(crate) fn take_hot_exact(&mut self, blocks: &mut Slab, pool: usize, stream: u64, size: usize) -> Option<u32> {
+    pub(crate) fn take_hot_exact(&mut self, blocks: &mut Slab, pool: usize, size: usize) -> Option<u32> {
         let h = &mut self.hot[pool];
-        let pos = h.slots[..h.len].iter().rposition(|&i| {
-            let b = &blocks[i];
-            b.size == size && (b.stream == stream || b.stream == ANY_STREAM)
-        })?;
+        let pos = h.slots[..h.len].iter().rposition(|&i| blocks[i].size == size)?;
         let i = h.remove_at(pos);
         blocks[i].hot = false;
         Some(i)
@@ -103,16 +96,6 @@ impl FreeLists {
     #[inline]
     pub(crate) fn hot_slots(&self, pool: usize) -> ([u32; HOT], usize) {
         (self.hot[pool].slots, self.hot[pool].len)
-    }
-
-    /// Takes the oldest hot block of `pool` out of the cache.
-    pub(crate) fn pop_hot(&mut self, blocks: &mut Slab, pool: usize) -> Option<u32> {
-        if self.hot[pool].len == 0 {
-            return None;
-        }
-        let i = self.hot[pool].remove_at(0);
-        blocks[i].hot = false;
-        Some(i)
     }
 
     /// Removes free block `i` from wherever it is.
@@ -129,60 +112,35 @@ impl FreeLists {
                 .expect("hot block in cache");
             h.remove_at(pos);
         } else {
-            let key = b.key();
-            self.any[pool] -= usize::from(key.0 == ANY_STREAM);
-            let removed = self.maps[pool].remove(&key);
+            let removed = self.maps[pool].remove(&b.key());
             debug_assert_eq!(removed, Some(i));
         }
     }
 
-    /// Best-fit free block of `pool` for a request of `size` on `stream`: the smallest
-    /// block ≥ `size` tagged `stream` or `ANY_STREAM`. Not removed.
+    /// Best-fit free block of `pool` for a request of `size`: the smallest block ≥
+    /// `size`. Not removed.
     #[inline]
-    pub(crate) fn best_fit(&self, blocks: &Slab, pool: usize, stream: u64, size: usize) -> Option<(usize, u32)> {
+    pub(crate) fn best_fit(&self, blocks: &Slab, pool: usize, size: usize) -> Option<(usize, u32)> {
         let h = &self.hot[pool];
         let mut best: Option<(usize, u32)> = None;
         for &i in h.slots[..h.len].iter().rev() {
             let b = &blocks[i];
-            if b.size >= size && (b.stream == stream || b.stream == ANY_STREAM) && beats(&best, b.size) {
+            if b.size >= size && beats(&best, b.size) {
                 best = Some((b.size, i));
                 if b.size == size {
                     return best;
                 }
             }
         }
-        let map = &self.maps[pool];
-        let own = map
-            .range((stream, size, 0)..=(stream, usize::MAX, usize::MAX))
-            .next()
-            .map(|(k, &i)| (k.1, i));
-        let any = if self.any[pool] > 0 {
-            map.range((ANY_STREAM, size, 0)..).next().map(|(k, &i)| (k.1, i))
-        } else {
-            None
-        };
-        for c in [own, any].into_iter().flatten() {
-            if beats(&best, c.0) {
-                best = Some(c);
-            }
+        match self.maps[pool].range((size, 0)..).next() {
+            Some((k, &i)) if beats(&best, k.0) => Some((k.0, i)),
+            _ => best,
         }
-        best
-    }
-
-    /// Keys of the ordered map of `pool` whose tag satisfies `pred` (flush
-    /// the hot cache first to see every free block).
-    pub(crate) fn keys_where(&self, pool: usize, pred: impl Fn(u64) -> bool) -> Vec<FreeKey> {
-        self.maps[pool].keys().filter(|k| pred(k.0)).copied().collect()
-    }
-
-    /// Block of an ordered-map key.
-    pub(crate) fn get(&self, pool: usize, key: &FreeKey) -> Option<u32> {
-        self.maps[pool].get(key).copied()
     }
 
     /// Size of the largest free block.
     pub(crate) fn largest(&self, blocks: &Slab) -> usize {
-        let mapped = self.maps.iter().flat_map(|m| m.keys().map(|k| k.1));
+        let mapped = self.maps.iter().flat_map(|m| m.keys().map(|k| k.0));
         let hot = self
             .hot
             .iter()
@@ -200,11 +158,9 @@ impl FreeLists {
         in_hot == b.hot && (in_hot != in_map)
     }
 
-    /// Number of listed blocks, and whether the `ANY_STREAM` counters are right.
-    pub(crate) fn audit(&self) -> (usize, bool) {
-        let n = self.maps.iter().map(|m| m.len()).sum::<usize>() + self.hot.iter().map(|h| h.len).sum::<usize>();
-        let any_ok = (0..2).all(|p| self.maps[p].keys().filter(|k| k.0 == ANY_STREAM).count() == self.any[p]);
-        (n, any_ok)
+    /// Number of listed blocks.
+    pub(crate) fn audit(&self) -> usize {
+        self.maps.iter().map(|m| m.len()).sum::<usize>() + self.hot.iter().map(|h| h.len).sum::<usize>()
     }
 }
 

@@ -1,6 +1,5 @@
 //! The caching pool's slow path: no cached block fits, so map a new segment, after
-//! gc, releasing cached segments and (with a sync hook) synchronizing, or fail with a
-//! detailed OutOfMemory. Mapping and unmapping happen without the pool lock.
+//! gc and releasing cached segments, or fail with a detailed OutOfMemory. Mapping and unmapping happen without the pool lock.
 
 use crate::align::round_up;
 use crate::block::SMALL;
@@ -56,16 +55,15 @@ impl CachingPool {
     }
 
     #[cold]
-    pub(crate) fn alloc_slow(&self, size: usize, requested: usize, stream: u64) -> Result<usize, MemError> {
+    pub(crate) fn alloc_slow(&self, size: usize, requested: usize) -> Result<usize, MemError> {
         let mut garbage: Vec<Segment> = Vec::new();
         let mut st = self.state.lock();
         let pool = st.pool_for(size);
         let mut stage = 0u8;
         let mut gc_done = false;
         loop {
-            st.process_pending();
-            if let Some(i) = st.take_free(pool, stream, size) {
-                return Ok(st.split_and_allocate(i, size, requested, stream));
+            if let Some(i) = st.take_free(pool, size) {
+                return Ok(st.split_and_allocate(i, size, requested));
             }
             if !self.grow {
                 st.stats.num_ooms += 1;
@@ -88,7 +86,7 @@ impl CachingPool {
                 let peak = st.stats.reserved_bytes[crate::stats::ALL].peak as usize;
                 let need = round_up(size, page_size()).unwrap_or(usize::MAX);
                 if st.reserved + st.in_flight + need > peak {
-                    st.release_free_segments(self.hook.is_some(), peak.saturating_sub(need), &mut garbage);
+                    st.release_free_segments(peak.saturating_sub(need), &mut garbage);
                 }
             }
             if !gc_done {
@@ -96,7 +94,7 @@ impl CachingPool {
                 if let Some(t) = self.gc_threshold {
                     let target = (t * lim as f64) as usize;
                     if st.reserved > target {
-                        st.release_free_segments(self.hook.is_some(), target, &mut garbage);
+                        st.release_free_segments(target, &mut garbage);
                     }
                 }
             }
@@ -121,9 +119,8 @@ impl CachingPool {
                     };
                     // Another thread may have added room while the lock was dropped:
                     // then use it and unmap the new segment instead of keeping both.
-                    st.process_pending();
-                    if let Some(i) = st.take_free(pool, stream, size) {
-                        let addr = st.split_and_allocate(i, size, requested, stream);
+                    if let Some(i) = st.take_free(pool, size) {
+                        let addr = st.split_and_allocate(i, size, requested);
                         drop(st);
                         drop(seg);
                         return Ok(addr);
@@ -136,25 +133,14 @@ impl CachingPool {
                         seg_size
                     };
                     let bi = st.add_segment(seg, usable, pool, false);
-                    return Ok(st.split_and_allocate(bi, size, requested, stream));
+                    return Ok(st.split_and_allocate(bi, size, requested));
                 }
                 Err(what) => {
                     stage += 1;
                     match stage {
                         1 => {
                             st.stats.num_alloc_retries += 1;
-                            st.release_free_segments(self.hook.is_some(), 0, &mut garbage);
-                        }
-                        2 if self.hook.is_some() => {
-                            drop(st);
-                            drop(std::mem::take(&mut garbage));
-                            if let Some(h) = &self.hook {
-                                h();
-                            }
-                            st = self.state.lock();
-                            st.mark_idle(None);
-                            st.process_pending();
-                            st.release_free_segments(false, 0, &mut garbage);
+                            st.release_free_segments(0, &mut garbage);
                         }
                         _ => {
                             st.stats.num_ooms += 1;

@@ -12,8 +12,6 @@ pub struct BlockInfo {
     pub size: usize,
     /// Bytes the block really holds (rounded to 512, ≥ `size`).
     pub allocated_size: usize,
-    /// Stream the block was allocated on.
-    pub stream: u64,
     /// Page kind of the segment.
     pub page_kind: PageKind,
     /// `addr - base`.
@@ -27,8 +25,6 @@ pub enum BlockStatus {
     Free,
     /// Handed out.
     Allocated,
-    /// Freed, waiting for fences.
-    Pending,
 }
 
 /// One block of a [`SegmentSnapshot`].
@@ -40,8 +36,6 @@ pub struct BlockSnapshot {
     pub size: usize,
     /// Requested bytes (0 when free).
     pub requested: usize,
-    /// Allocating stream, or the free-list tag (`None` = idle, any stream).
-    pub stream: Option<u64>,
     /// State.
     pub status: BlockStatus,
 }

@@ -28,50 +28,26 @@
 //! `round_up(n, 32) + 32` bytes, `aclrtMemMallocPolicy` → [`PagePolicy`]); the pool's
 //! `alloc` does not pad: the runtime's ACL front pads with [`acl_malloc`] first.
 //!
-//! ## Stream-ordered free contract
+//! ## Free contract
 //!
-//! The pool knows streams only as opaque `u64` ids (`u64::MAX` is reserved) and device
-//! progress only through [`Fence`]s.
-//!
-//! * A block is allocated for a stream `S`. Work queued on `S` runs in order, so a
-//!   block freed by `S` may be handed to the *next allocation on `S`* at once.
-//! * `free(addr, fences)`: `fences` must cover every queued use of the block on
-//!   streams **other than `S`** (torch's `record_stream`). With no (or only completed)
-//!   fences the block goes straight to `S`'s free list. Otherwise it is *pending* and
-//!   joins `S`'s free list once every fence reports complete. Pending frees are polled
-//!   at the start of every allocation, in `empty_cache`, before giving up with
-//!   OutOfMemory, and by [`CachingPool::process_pending`].
-//! * A free block tagged `S` may only be reused by allocations on `S`, because queued
-//!   work on `S` may still touch it. It becomes usable by **any** stream when the
-//!   caller declares `S` drained ([`CachingPool::mark_stream_idle`] after a stream
-//!   synchronize, [`CachingPool::mark_all_idle`] after a device synchronize). Fresh
-//!   segment memory is usable by any stream. Allocations on `T` pick the best fit
-//!   among `T`'s own free blocks and the idle ones. Free neighbours coalesce when their
-//!   tags agree or one is idle (the result stays bound to the non-idle stream).
-//! * Unmapping: `empty_cache` and the release-and-retry step before OutOfMemory unmap
-//!   entirely free segments. They first call the configured [`SyncHook`] (a device
-//!   synchronize) if there is one; **without a hook the pool assumes that freed memory
-//!   is idle** when it unmaps it, so a caller with asynchronous streams must either
-//!   install a hook or synchronize before `empty_cache`. The gc threshold only
-//!   releases segments known to be idle when a hook is installed.
+//! The pool knows nothing of streams. npurt-core frees a block only once no queued work
+//! uses it (a `DeviceBuffer` is an `Arc` that queued copies and kernels clone, so the
+//! last of them returns it), so every free block is idle for every stream and may be
+//! handed to any allocation, coalesced with any free neighbour and unmapped by
+//! `empty_cache`, gc or the release-and-retry step before OutOfMemory. (torch's
+//! `record_stream` fences and per-stream free lists exist because a CUDA pointer has no
+//! owner; npurt's buffers do.)
 //!
 //! ```
-//! use std::sync::atomic::{AtomicBool, Ordering};
-//! use std::sync::Arc;
 //! use npurt_mem::{acl_malloc_size, CachingPool, PoolConfig};
 //!
 //! let pool = CachingPool::new(PoolConfig::new(1 << 30)).unwrap();
 //! let n = acl_malloc_size(1000).unwrap(); // aclrtMalloc(1000): 1056 bytes
-//! let a = pool.alloc(n, 1).unwrap(); // stream 1
+//! let a = pool.alloc(n).unwrap();
 //! assert_eq!(pool.lookup(a + 10).unwrap().base, a);
-//! // Stream 2 also read the buffer: fence that use when freeing.
-//! let stream2_done = Arc::new(AtomicBool::new(false));
-//! pool.free(a, vec![Box::new(stream2_done.clone())]).unwrap();
-//! let b = pool.alloc(n, 1).unwrap();
-//! assert_ne!(a, b, "a is pending until the fence completes");
-//! stream2_done.store(true, Ordering::Release);
-//! assert_eq!(pool.alloc(n, 1).unwrap(), a);
-//! assert!(pool.free(a + 64, vec![]).is_err()); // interior pointer: typed error
+//! pool.free(a).unwrap();
+//! assert_eq!(pool.alloc(n).unwrap(), a, "the freed block is reused");
+//! assert!(pool.free(a + 64).is_err()); // interior pointer: typed error
 //! ```
 //!
 //! Bad pointers never cause UB: `free` of an unknown, interior or already freed
@@ -81,14 +57,12 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
-mod active;
 pub mod align;
 mod block;
 mod check;
 mod coalesce;
 mod config;
 pub mod error;
-mod fence;
 mod freelist;
 mod grow;
 mod host;
@@ -102,10 +76,8 @@ mod state;
 pub mod stats;
 
 pub use align::{acl_malloc, acl_malloc_align32_size, acl_malloc_size, acl_policy};
-pub use block::ANY_STREAM;
-pub use config::{PoolConfig, SegmentEvent, SegmentObserver, SyncHook};
+pub use config::{PoolConfig, SegmentEvent, SegmentObserver};
 pub use error::{human_bytes, MemError};
-pub use fence::{Completed, Fence};
 pub use host::HostAlloc;
 pub use info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot};
 pub use page::{

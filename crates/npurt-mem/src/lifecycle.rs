@@ -1,7 +1,7 @@
 //! Segment lifecycle inside the pool state: registering fresh segments and
 //! unregistering entirely free ones (the caller unmaps them outside the lock).
 
-use crate::block::{BState, Block, ANY_STREAM, LARGE, NIL};
+use crate::block::{BState, Block, LARGE, NIL};
 use crate::config::SegmentEvent;
 use crate::page::PageKind;
 use crate::segment::Segment;
@@ -9,8 +9,7 @@ use crate::state::{stat_idx, SegRec, State};
 use crate::stats;
 
 impl State {
-    /// Registers a fresh segment; returns its single block (free, tagged `ANY_STREAM`,
-    /// NOT in a free list).
+    /// Registers a fresh segment; returns its single block (free, NOT in a free list).
     pub(crate) fn add_segment(&mut self, seg: Segment, usable: usize, pool: usize, keep: bool) -> u32 {
         let (base, kind) = (seg.addr(), seg.page_kind());
         let rec = Some(SegRec {
@@ -34,7 +33,6 @@ impl State {
             addr: base,
             size: usable,
             requested: 0,
-            stream: ANY_STREAM,
             prev: NIL,
             next: NIL,
             seg: si,
@@ -72,10 +70,10 @@ impl State {
         }
     }
 
-    /// Unregisters entirely free segments (skipping kept ones, and those with blocks
-    /// still bound to a stream when `only_idle`) until `reserved <= target`; the mappings are pushed
-    /// to `out` for the caller to drop outside the lock. Returns the bytes released.
-    pub(crate) fn release_free_segments(&mut self, only_idle: bool, target: usize, out: &mut Vec<Segment>) -> usize {
+    /// Unregisters entirely free segments (skipping kept ones) until `reserved <=
+    /// target`; the mappings are pushed to `out` for the caller to drop outside the
+    /// lock. Returns the bytes released.
+    pub(crate) fn release_free_segments(&mut self, target: usize, out: &mut Vec<Segment>) -> usize {
         let mut released = 0;
         for si in 0..self.segs.len() {
             if self.reserved <= target {
@@ -86,12 +84,12 @@ impl State {
             if keep {
                 continue;
             }
-            // Entirely free: every block free (adjacent blocks bound to different
-            // streams do not coalesce, so there may be several).
+            // Entirely free: every block free (a deferred block may not have merged
+            // with its neighbours yet, so there may be several).
             let mut j = first;
             while j != NIL {
                 let b = &self.blocks[j];
-                if b.state != BState::Free || (only_idle && b.stream != ANY_STREAM) {
+                if b.state != BState::Free {
                     break;
                 }
                 j = b.next;

@@ -1,12 +1,11 @@
 //! [`PinnedPool`]: a cache of freed pinned host allocations ([`HostAlloc`]) by
-//! power-of-two size class (the rules of torch's `CachingHostAllocator`, including
-//! fenced frees).
+//! power-of-two size class (the rules of torch's `CachingHostAllocator`; npurt-core
+//! frees a host buffer only once no queued copy uses it, so no fences are needed).
 
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
 use crate::error::MemError;
-use crate::fence::Fence;
 use crate::host::{HostAlloc, MAX_HOST};
 
 /// Smallest size class of [`PinnedPool`].
@@ -38,15 +37,12 @@ pub struct PinnedStats {
     pub hits: u64,
     /// Allocations that mapped new memory.
     pub misses: u64,
-    /// Frees still waiting for fences.
-    pub pending: u64,
 }
 
 #[derive(Default)]
 struct PinnedState {
     live: BTreeMap<usize, (HostAlloc, usize)>,
     cache: Vec<Vec<HostAlloc>>,
-    pending: Vec<(HostAlloc, Vec<Box<dyn Fence>>)>,
     stats: PinnedStats,
 }
 
@@ -63,20 +59,6 @@ impl PinnedState {
         }
         self.cache[class].push(a);
         self.stats.cached_bytes += len;
-    }
-
-    fn poll(&mut self, max_cached: usize, garbage: &mut Vec<HostAlloc>) {
-        let mut k = 0;
-        while k < self.pending.len() {
-            self.pending[k].1.retain(|f| !f.is_complete());
-            if self.pending[k].1.is_empty() {
-                let (a, _) = self.pending.swap_remove(k);
-                self.recycle(a, max_cached, garbage);
-            } else {
-                k += 1;
-            }
-        }
-        self.stats.pending = self.pending.len() as u64;
     }
 }
 
@@ -116,10 +98,8 @@ impl PinnedPool {
     pub fn alloc(&self, size: usize) -> Result<usize, MemError> {
         let class = PinnedPool::class_size(size)?;
         let idx = class.trailing_zeros() as usize;
-        let mut garbage = Vec::new();
         {
             let mut st = self.inner.lock();
-            st.poll(self.max_cached, &mut garbage);
             if let Some(a) = st.cache.get_mut(idx).and_then(|v| v.pop()) {
                 let addr = a.addr();
                 st.stats.cached_bytes -= class as u64;
@@ -129,7 +109,6 @@ impl PinnedPool {
                 return Ok(addr);
             }
         }
-        drop(garbage);
         let a = HostAlloc::new(class)?;
         let addr = a.addr();
         let mut st = self.inner.lock();
@@ -139,13 +118,12 @@ impl PinnedPool {
         Ok(addr)
     }
 
-    /// Frees the allocation at `addr`; it is reused only once every fence completed.
-    pub fn free(&self, addr: usize, fences: Vec<Box<dyn Fence>>) -> Result<(), MemError> {
+    /// Frees the allocation at `addr` (no queued work may still use it) into the cache.
+    pub fn free(&self, addr: usize) -> Result<(), MemError> {
         let mut garbage = Vec::new();
         let mut st = self.inner.lock();
         let Some((a, _)) = st.live.remove(&addr) else {
-            let cached = st.cache.iter().flatten().chain(st.pending.iter().map(|p| &p.0));
-            if cached.into_iter().any(|a| a.addr() == addr) {
+            if st.cache.iter().flatten().any(|a| a.addr() == addr) {
                 return Err(MemError::DoubleFree { addr });
             }
             let reason = match st.live.range(..addr).next_back() {
@@ -161,14 +139,7 @@ impl PinnedPool {
             });
         };
         st.stats.live_bytes -= a.len() as u64;
-        let mut fences = fences;
-        fences.retain(|f| !f.is_complete());
-        if fences.is_empty() {
-            st.recycle(a, self.max_cached, &mut garbage);
-        } else {
-            st.pending.push((a, fences));
-            st.stats.pending = st.pending.len() as u64;
-        }
+        st.recycle(a, self.max_cached, &mut garbage);
         drop(st);
         drop(garbage);
         Ok(())
@@ -192,7 +163,6 @@ impl PinnedPool {
         let mut garbage = Vec::new();
         let released = {
             let mut st = self.inner.lock();
-            st.poll(0, &mut garbage);
             let released = st.stats.cached_bytes as usize;
             for v in st.cache.iter_mut() {
                 garbage.append(v);
@@ -213,8 +183,6 @@ impl PinnedPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
 
     #[test]
     fn pool_reuses_by_class_and_validates() {
@@ -231,29 +199,27 @@ mod tests {
             }
         );
         assert!(matches!(
-            p.free(a + 8, vec![]),
+            p.free(a + 8),
             Err(MemError::InvalidPointer { during_free: true, .. })
         ));
-        p.free(a, vec![]).unwrap();
-        assert!(matches!(p.free(a, vec![]), Err(MemError::DoubleFree { .. })));
+        p.free(a).unwrap();
+        assert!(matches!(p.free(a), Err(MemError::DoubleFree { .. })));
         assert!(p.lookup(a).is_none());
         let b = p.alloc(6000).unwrap();
         assert_eq!(a, b, "same class reused");
         assert_eq!(p.stats().hits, 1);
-        // Fenced free: not reused until the fence completes.
-        let f = Arc::new(AtomicBool::new(false));
-        p.free(b, vec![Box::new(f.clone())]).unwrap();
+        // A live allocation is never handed out twice; a freed one is reused.
         let c = p.alloc(8192).unwrap();
         assert_ne!(c, b);
-        f.store(true, std::sync::atomic::Ordering::Release);
+        p.free(b).unwrap();
         let d = p.alloc(8000).unwrap();
         assert_eq!(d, b);
         for x in [c, d] {
-            p.free(x, vec![]).unwrap();
+            p.free(x).unwrap();
         }
         assert_eq!(p.empty_cache(), 16384);
         assert_eq!(p.stats().cached_bytes, 0);
-        assert!(matches!(p.free(12345, vec![]), Err(MemError::InvalidPointer { .. })));
+        assert!(matches!(p.free(12345), Err(MemError::InvalidPointer { .. })));
         assert!(p.alloc(0).is_err());
     }
 }

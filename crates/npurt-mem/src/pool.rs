@@ -1,13 +1,12 @@
-//! [`CachingPool`]: torch's CUDA/NPU caching allocator rules over [`Segment`]s, with
-//! stream-ordered frees. See the crate docs for the free contract.
+//! [`CachingPool`]: torch's CUDA/NPU caching allocator rules over [`Segment`]s. See the
+//! crate docs for the free contract.
 
 use parking_lot::Mutex;
 
 use crate::align::{block_size, round_down};
-use crate::block::{BState, ANY_STREAM, LARGE, NIL};
-use crate::config::{PoolConfig, SyncHook};
+use crate::block::{BState, LARGE, NIL};
+use crate::config::PoolConfig;
 use crate::error::MemError;
-use crate::fence::Fence;
 use crate::info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot};
 use crate::page::{HugePageMode, PagePolicy};
 use crate::segment::Segment;
@@ -23,7 +22,6 @@ pub struct CachingPool {
     pub(crate) gc_threshold: Option<f64>,
     pub(crate) grow: bool,
     pub(crate) large_segment: Option<usize>,
-    pub(crate) hook: Option<SyncHook>,
     pub(crate) trim_before_growth: bool,
 }
 
@@ -78,7 +76,6 @@ impl CachingPool {
             gc_threshold: cfg.gc_threshold,
             grow: cfg.grow,
             large_segment: cfg.large_segment,
-            hook: cfg.sync_hook,
             trim_before_growth: cfg.trim_before_growth,
         })
     }
@@ -93,30 +90,19 @@ impl CachingPool {
         })
     }
 
-    /// Allocates `size` bytes (rounded up to 512; no ACL padding) for `stream`.
-    /// Returns the block address (512-byte aligned).
+    /// Allocates `size` bytes (rounded up to 512; no ACL padding). Returns the block
+    /// address (512-byte aligned).
     #[inline]
-    pub fn alloc(&self, size: usize, stream: u64) -> Result<usize, MemError> {
-        self.alloc_impl(size, size, stream)
-    }
-
-    #[inline]
-    fn alloc_impl(&self, requested: usize, padded: usize, stream: u64) -> Result<usize, MemError> {
-        if stream == ANY_STREAM {
-            return Err(MemError::InvalidStream { stream });
-        }
-        let size = block_size(padded)?;
+    pub fn alloc(&self, size: usize) -> Result<usize, MemError> {
+        let padded = block_size(size)?;
         {
             let mut st = self.state.lock();
-            if !st.pending.is_empty() {
-                st.process_pending();
-            }
-            let pool = st.pool_for(size);
-            if let Some(i) = st.take_free(pool, stream, size) {
-                return Ok(st.split_and_allocate(i, size, requested, stream));
+            let pool = st.pool_for(padded);
+            if let Some(i) = st.take_free(pool, padded) {
+                return Ok(st.split_and_allocate(i, padded, size));
             }
         }
-        self.alloc_slow(size, requested, stream)
+        self.alloc_slow(padded, size)
     }
 
     pub(crate) fn mode(&self) -> HugePageMode {
@@ -127,24 +113,14 @@ impl CachingPool {
         st.limit.map_or(self.capacity, |l| l.min(self.capacity))
     }
 
-    /// Frees the allocation starting at `addr`. `fences` must cover every queued use of
-    /// the block on streams other than its allocation stream (see the crate docs).
+    /// Frees the allocation starting at `addr`; the caller guarantees that no queued work
+    /// still uses it (npurt-core frees a buffer when its last queued user is dropped).
     /// Unknown, interior and already-freed pointers give typed errors (code 207002).
     #[inline]
-    pub fn free(&self, addr: usize, fences: Vec<Box<dyn Fence>>) -> Result<(), MemError> {
+    pub fn free(&self, addr: usize) -> Result<(), MemError> {
         let mut st = self.state.lock();
         let i = st.find_for_free(addr)?;
-        st.release_allocation(i, fences);
-        Ok(())
-    }
-
-    /// [`free`](Self::free) of a block that no queued work uses (no fences): the
-    /// common case, without the fence list.
-    #[inline]
-    pub fn free_idle(&self, addr: usize) -> Result<(), MemError> {
-        let mut st = self.state.lock();
-        let i = st.find_for_free(addr)?;
-        st.release_idle(i);
+        st.release(i);
         Ok(())
     }
 
@@ -161,7 +137,6 @@ impl CachingPool {
             base: b.addr,
             size: b.requested,
             allocated_size: b.size,
-            stream: b.stream,
             page_kind: st.kind_of(i),
             offset: addr - b.addr,
         })
@@ -173,39 +148,10 @@ impl CachingPool {
         self.state.lock().containing(addr).is_some()
     }
 
-    /// Polls pending (fenced) frees now; returns how many are still pending.
-    pub fn process_pending(&self) -> usize {
-        let mut st = self.state.lock();
-        st.process_pending();
-        st.pending.len()
-    }
-
-    /// Declares that all work queued on `stream` so far has finished: its free blocks
-    /// become usable by every stream (and releasable by gc).
-    pub fn mark_stream_idle(&self, stream: u64) {
-        self.state.lock().mark_idle(Some(stream));
-    }
-
-    /// [`mark_stream_idle`](Self::mark_stream_idle) for every stream (device synchronize).
-    pub fn mark_all_idle(&self) {
-        self.state.lock().mark_idle(None);
-    }
-
-    /// Unmaps every entirely free segment (after calling the sync hook, if any);
-    /// returns the bytes released. Without a hook the caller must have synchronized.
+    /// Unmaps every entirely free segment; returns the bytes released.
     pub fn empty_cache(&self) -> usize {
-        if let Some(h) = &self.hook {
-            h();
-        }
         let mut garbage = Vec::new();
-        let released = {
-            let mut st = self.state.lock();
-            if self.hook.is_some() {
-                st.mark_idle(None);
-            }
-            st.process_pending();
-            st.release_free_segments(false, 0, &mut garbage)
-        };
+        let released = self.state.lock().release_free_segments(0, &mut garbage);
         drop(garbage);
         released
     }
@@ -272,9 +218,7 @@ impl CachingPool {
 
     /// Resets every peak to the current value.
     pub fn reset_peak_stats(&self) {
-        let mut st = self.state.lock();
-        st.stats.reset_peaks();
-        st.reset_active_peaks();
+        self.state.lock().stats.reset_peaks();
     }
 
     /// Resets cumulative counters (`allocated`/`freed`, retries, OOMs).
@@ -294,15 +238,12 @@ impl CachingPool {
                 let b = &st.blocks[i];
                 let status = match b.state {
                     BState::Allocated => BlockStatus::Allocated,
-                    BState::Pending => BlockStatus::Pending,
                     _ => BlockStatus::Free,
                 };
-                let stream = (b.stream != ANY_STREAM).then_some(b.stream);
                 blocks.push(BlockSnapshot {
                     addr: b.addr,
                     size: b.size,
                     requested: b.requested,
-                    stream,
                     status,
                 });
                 if b.next == NIL {

@@ -1,14 +1,13 @@
 //! The caching pool's bookkeeping (everything behind the pool's mutex): free lists,
-//! best fit, split, pending (fenced) frees, statistics (coalescing is in `coalesce.rs`,
+//! best fit, split, statistics (coalescing is in `coalesce.rs`,
 //! segment registration and release in `lifecycle.rs`).
 //! No system calls happen here; mapping and unmapping are done by `grow.rs` and
 //! `pool.rs` outside the lock.
 
 use std::collections::BTreeMap;
 
-use crate::block::{AddrMap, BState, Block, Slab, ANY_STREAM, LARGE, NIL, SMALL};
+use crate::block::{AddrMap, BState, Block, Slab, LARGE, NIL, SMALL};
 use crate::error::MemError;
-use crate::fence::Fence;
 use crate::freelist::FreeLists;
 use crate::page::PageKind;
 use crate::segment::Segment;
@@ -38,37 +37,28 @@ pub(crate) struct SegRec {
     pub first: u32,
 }
 
-pub(crate) struct Pending {
-    pub block: u32,
-    pub fences: Vec<Box<dyn Fence>>,
-}
-
 /// Mutable pool state.
 pub(crate) struct State {
     pub blocks: Slab,
     pub segs: Vec<Option<SegRec>>,
     pub seg_vacant: Vec<u32>,
-    /// Every live block (free, allocated, pending) by start address.
+    /// Every live block (free or allocated) by start address.
     pub starts: AddrMap,
     /// Segment slot by base address (for interior-pointer lookups).
     pub seg_by_base: BTreeMap<usize, u32>,
     pub free: FreeLists,
-    pub pending: Vec<Pending>,
     /// Bytes being mapped right now by threads that dropped the lock.
     pub in_flight: usize,
     /// Sum of `usable` over segments.
     pub reserved: usize,
     pub limit: Option<usize>,
-    /// `stats.active` / `stats.active_bytes` count only *pending* blocks here (freed,
-    /// waiting for fences): active = allocated + pending is derived in [`snapshot`],
-    /// which keeps the alloc/free hot path to three statistics instead of five.
+    /// `stats.active` / `stats.active_bytes` are not kept here: a block is active exactly
+    /// while it is allocated (the runtime frees a block only once no queued work uses
+    /// it), so [`snapshot`] copies the allocation statistics into them, which keeps the
+    /// alloc/free hot path to three statistics instead of five.
     ///
     /// [`snapshot`]: State::snapshot
     pub stats: PoolStats,
-    /// Peaks of active (allocated + pending) counts and bytes seen while blocks were
-    /// pending, per stat index; without pending blocks the allocation peaks are the
-    /// active peaks.
-    pub active_peak: [[u64; 3]; 2],
     pub max_split: usize,
     pub fixed: bool,
     /// Large segments are request-sized (`PoolConfig::large_segment == None`).
@@ -95,12 +85,10 @@ impl State {
             starts: AddrMap::default(),
             seg_by_base: BTreeMap::new(),
             free: FreeLists::default(),
-            pending: Vec::new(),
             in_flight: 0,
             reserved: 0,
             limit: None,
             stats: PoolStats::default(),
-            active_peak: [[0; 3]; 2],
             max_split,
             fixed,
             exact_segments: false,
@@ -123,18 +111,18 @@ impl State {
         self.merge_and_insert(i, false);
     }
 
-    /// Best-fit free block for `stream` (its own free blocks or fully idle ones),
-    /// removed from the free list. Applies torch's `max_split_size` rules.
+    /// Best-fit free block, removed from the free list. Applies torch's
+    /// `max_split_size` rules.
     #[inline]
-    pub(crate) fn take_free(&mut self, pool: usize, stream: u64, size: usize) -> Option<u32> {
+    pub(crate) fn take_free(&mut self, pool: usize, size: usize) -> Option<u32> {
         // A hot block of exactly this size: the tightest fit there is, whether or not
         // it has been coalesced (its free neighbours, if any, stay as they are).
-        if let Some(i) = self.free.take_hot_exact(&mut self.blocks, pool, stream, size) {
+        if let Some(i) = self.free.take_hot_exact(&mut self.blocks, pool, size) {
             self.blocks[i].deferred = false;
             return Some(i);
         }
         self.settle(pool);
-        let (bsize, i) = self.free.best_fit(&self.blocks, pool, stream, size)?;
+        let (bsize, i) = self.free.best_fit(&self.blocks, pool, size)?;
         // Oversize blocks (≥ max_split_size) serve only oversize requests, and only
         // when they waste less than LARGE_BUFFER.
         if size < self.max_split && bsize >= self.max_split {
@@ -160,9 +148,9 @@ impl State {
     }
 
     /// Splits free block `i` (not in a free list) to `size` if worthwhile and hands it
-    /// out to `stream`. Returns the address.
+    /// out. Returns the address.
     #[inline]
-    pub(crate) fn split_and_allocate(&mut self, i: u32, size: usize, requested: usize, stream: u64) -> usize {
+    pub(crate) fn split_and_allocate(&mut self, i: u32, size: usize, requested: usize) -> usize {
         let b = &self.blocks[i];
         let pool = b.pool as usize;
         if self.should_split(pool, b.size, size) {
@@ -170,7 +158,6 @@ impl State {
                 addr: b.addr + size,
                 size: b.size - size,
                 requested: 0,
-                stream: b.stream,
                 prev: i,
                 next: b.next,
                 seg: b.seg,
@@ -193,7 +180,6 @@ impl State {
         }
         let b = &mut self.blocks[i];
         b.state = BState::Allocated;
-        b.stream = stream;
         b.requested = requested;
         let (addr, bsize) = (b.addr, b.size as u64);
         let s = &mut self.stats;
@@ -201,9 +187,6 @@ impl State {
         stats::inc(&mut s.allocation, p, 1);
         stats::inc(&mut s.allocated_bytes, p, bsize);
         stats::inc(&mut s.requested_bytes, p, requested as u64);
-        if s.active[stats::ALL].current > 0 {
-            self.bump_active_peaks(p);
-        }
         addr
     }
 
@@ -248,35 +231,16 @@ impl State {
         }
     }
 
-    /// Caller freed block `i`: update allocation stats, then free now or park it.
+    /// Caller freed block `i` (no queued work uses it): free it now.
     #[inline]
-    pub(crate) fn release_allocation(&mut self, i: u32, fences: Vec<Box<dyn Fence>>) {
-        let (p, size) = self.uncount_allocation(i);
-        let mut fences = fences;
-        if !fences.is_empty() {
-            fences.retain(|f| !f.is_complete());
-        }
-        if fences.is_empty() {
-            self.free_block(i);
-        } else {
-            // Still active: counted as pending (see `stats`).
-            stats::inc(&mut self.stats.active, p, 1);
-            stats::inc(&mut self.stats.active_bytes, p, size);
-            self.blocks[i].state = BState::Pending;
-            self.pending.push(Pending { block: i, fences });
-        }
-    }
-
-    /// Caller freed block `i`, which no queued work uses: free it now.
-    #[inline]
-    pub(crate) fn release_idle(&mut self, i: u32) {
+    pub(crate) fn release(&mut self, i: u32) {
         self.uncount_allocation(i);
         self.free_block(i);
     }
 
-    /// Allocation statistics of freeing block `i`; returns its stat index and size.
+    /// Allocation statistics of freeing block `i`.
     #[inline]
-    fn uncount_allocation(&mut self, i: u32) -> (usize, u64) {
+    fn uncount_allocation(&mut self, i: u32) {
         let b = &mut self.blocks[i];
         let (p, size, req) = (stat_idx(b.pool as usize), b.size as u64, b.requested as u64);
         b.requested = 0;
@@ -284,48 +248,6 @@ impl State {
         stats::dec(&mut s.allocation, p, 1);
         stats::dec(&mut s.allocated_bytes, p, size);
         stats::dec(&mut s.requested_bytes, p, req);
-        (p, size)
-    }
-
-    /// Polls pending frees; blocks whose fences all completed become free.
-    pub(crate) fn process_pending(&mut self) {
-        let mut k = 0;
-        while k < self.pending.len() {
-            let p = &mut self.pending[k];
-            p.fences.retain(|f| !f.is_complete());
-            if p.fences.is_empty() {
-                let p = self.pending.swap_remove(k);
-                let b = &self.blocks[p.block];
-                let (pool, size) = (stat_idx(b.pool as usize), b.size as u64);
-                stats::dec(&mut self.stats.active, pool, 1);
-                stats::dec(&mut self.stats.active_bytes, pool, size);
-                self.free_block(p.block);
-            } else {
-                k += 1;
-            }
-        }
-    }
-
-    /// Free blocks tagged `stream` (or every stream when `None`) become usable by any
-    /// stream: their stream's queued work is known to be done.
-    pub(crate) fn mark_idle(&mut self, stream: Option<u64>) {
-        let target = |t: u64| t != ANY_STREAM && stream.unwrap_or(t) == t;
-        self.flush_hot();
-        for pool in [SMALL, LARGE] {
-            for k in self.free.keys_where(pool, target) {
-                let Some(mut i) = self.free.get(pool, &k) else {
-                    continue; // absorbed by an earlier merge of this loop
-                };
-                loop {
-                    self.free.remove(&mut self.blocks, i);
-                    self.blocks[i].stream = ANY_STREAM;
-                    i = self.merge_and_insert(i, false);
-                    if !target(self.blocks[i].stream) {
-                        break;
-                    }
-                }
-            }
-        }
     }
 
     /// Page kind of the segment holding block `i`.
@@ -340,9 +262,8 @@ impl State {
     /// Statistics snapshot (the caller fills in config-derived fields).
     pub(crate) fn snapshot(&self) -> PoolStats {
         let mut s = self.stats.clone();
-        crate::active::derive_active(&mut s.active, &self.stats.allocation, &self.active_peak[0]);
-        crate::active::derive_active(&mut s.active_bytes, &self.stats.allocated_bytes, &self.active_peak[1]);
-        s.pending_frees = self.pending.len() as u64;
+        s.active = s.allocation;
+        s.active_bytes = s.allocated_bytes;
         s.largest_free_block = self.largest_free() as u64;
         s.limit = self.limit.map(|l| l as u64);
         s.max_split_size = self.max_split as u64;

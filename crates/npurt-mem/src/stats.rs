@@ -68,13 +68,14 @@ pub struct PoolStats {
     pub allocation: StatArray,
     /// Number of mapped segments.
     pub segment: StatArray,
-    /// Number of active blocks (allocated, or freed but waiting for fences).
+    /// Number of active blocks (torch's name; equal to `allocation`: npurt frees a block
+    /// only once no queued work uses it).
     pub active: StatArray,
     /// Bytes of live allocations (block sizes, i.e. rounded to 512).
     pub allocated_bytes: StatArray,
     /// Bytes mapped by the pool.
     pub reserved_bytes: StatArray,
-    /// Bytes of active blocks (allocated + pending fences).
+    /// Bytes of active blocks (equal to `allocated_bytes`, see `active`).
     pub active_bytes: StatArray,
     /// Bytes the callers asked for (unrounded) in live allocations.
     pub requested_bytes: StatArray,
@@ -86,8 +87,6 @@ pub struct PoolStats {
     pub num_device_alloc: u64,
     /// Segments unmapped (cumulative).
     pub num_device_free: u64,
-    /// Blocks freed with fences that are still pending.
-    pub pending_frees: u64,
     /// Currently reserved bytes by page kind, indexed by [`PageKind::index`].
     pub page_bytes: [u64; 3],
     /// The device capacity.
@@ -142,7 +141,6 @@ impl PoolStats {
         self.num_ooms += other.num_ooms;
         self.num_device_alloc += other.num_device_alloc;
         self.num_device_free += other.num_device_free;
-        self.pending_frees += other.pending_frees;
         for (x, y) in self.page_bytes.iter_mut().zip(other.page_bytes.iter()) {
             *x += y;
         }
@@ -153,36 +151,31 @@ impl PoolStats {
     /// the large pool: one allocation, segment and active block, mapped and reserved at
     /// once (the runtime's dedicated mappings, which bypass the caching pool).
     pub fn add_dedicated(&mut self, bytes: u64, requested: u64, kind: PageKind) {
-        for a in [&mut self.allocation, &mut self.segment, &mut self.active] {
-            inc(a, LARGE_POOL, 1);
-        }
-        for a in [
-            &mut self.allocated_bytes,
-            &mut self.reserved_bytes,
-            &mut self.active_bytes,
-        ] {
-            inc(a, LARGE_POOL, bytes);
-        }
-        inc(&mut self.requested_bytes, LARGE_POOL, requested);
+        self.dedicated(inc, bytes, requested);
         self.page_bytes[kind.index()] += bytes;
         self.num_device_alloc += 1;
     }
 
     /// Undoes [`add_dedicated`](Self::add_dedicated) when the segment is unmapped.
     pub fn remove_dedicated(&mut self, bytes: u64, requested: u64, kind: PageKind) {
+        self.dedicated(dec, bytes, requested);
+        self.page_bytes[kind.index()] -= bytes;
+        self.num_device_free += 1;
+    }
+
+    /// `op` (inc or dec) on the large pool's arrays for one dedicated segment.
+    fn dedicated(&mut self, op: fn(&mut StatArray, usize, u64), bytes: u64, requested: u64) {
         for a in [&mut self.allocation, &mut self.segment, &mut self.active] {
-            dec(a, LARGE_POOL, 1);
+            op(a, LARGE_POOL, 1);
         }
         for a in [
             &mut self.allocated_bytes,
             &mut self.reserved_bytes,
             &mut self.active_bytes,
         ] {
-            dec(a, LARGE_POOL, bytes);
+            op(a, LARGE_POOL, bytes);
         }
-        dec(&mut self.requested_bytes, LARGE_POOL, requested);
-        self.page_bytes[kind.index()] -= bytes;
-        self.num_device_free += 1;
+        op(&mut self.requested_bytes, LARGE_POOL, requested);
     }
 
     /// Sets every peak to the current value (`reset_peak_memory_stats`).
@@ -241,7 +234,6 @@ impl PoolStats {
             ("num_ooms", self.num_ooms),
             ("num_device_alloc", self.num_device_alloc),
             ("num_device_free", self.num_device_free),
-            ("pending_frees", self.pending_frees),
             ("max_split_size", self.max_split_size),
             ("capacity", self.capacity),
             ("largest_free_block", self.largest_free_block),
@@ -324,11 +316,6 @@ impl PoolStats {
             "Largest free block",
             human_bytes(self.largest_free_block),
             ""
-        );
-        let _ = writeln!(
-            s,
-            "| {:<21} | {:>10} | {:<37}|",
-            "Pending frees", self.pending_frees, ""
         );
         s += &line;
         s

@@ -21,7 +21,7 @@ fn env_override_switches_rungs() {
         ..PoolConfig::new(64 * MIB)
     })
     .unwrap();
-    let a = pool.alloc(5 * MIB, 0).unwrap();
+    let a = pool.alloc(5 * MIB).unwrap();
     assert_eq!(pool.lookup(a).unwrap().page_kind, PageKind::Normal);
     assert_eq!(pool.stats().page_bytes_of(PageKind::Normal), 20 * MIB as u64);
 
@@ -29,9 +29,9 @@ fn env_override_switches_rungs() {
     let s = Segment::map(4 * MIB, PagePolicy::HugeFirst).unwrap();
     let want = if thp_enabled() { PageKind::Thp } else { PageKind::Normal };
     assert_eq!(s.page_kind(), want);
-    let b = pool.alloc(5 * MIB + 1, 0).unwrap();
+    let b = pool.alloc(5 * MIB + 1).unwrap();
     assert_eq!(pool.lookup(b).unwrap().page_kind, PageKind::Normal, "same segment as a");
-    let c = pool.alloc(30 * MIB, 0).unwrap();
+    let c = pool.alloc(30 * MIB).unwrap();
     assert_eq!(pool.lookup(c).unwrap().page_kind, want);
 
     std::env::set_var("NPURT_HUGEPAGES", "bogus");

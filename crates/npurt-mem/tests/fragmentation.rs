@@ -34,37 +34,37 @@ fn replay(pool: &CachingPool, steps: usize, seed: u64) -> (u64, u64) {
     // Long-lived: "weights" and a workspace allocated up front.
     let long: Vec<usize> = [24 * MIB, 3 * MIB, 600_000, 8192]
         .iter()
-        .map(|&s| pool.alloc(s, 0).unwrap())
+        .map(|&s| pool.alloc(s).unwrap())
         .collect();
     let mut carry: Vec<usize> = Vec::new();
     for step in 0..steps {
         let shape = SHAPES[rng.below(3)];
         // Input, a few activations of the input's size, one downsampled output.
-        let mut live = vec![pool.alloc(shape, 0).unwrap()];
+        let mut live = vec![pool.alloc(shape).unwrap()];
         for _ in 0..1 + rng.below(3) {
-            live.push(pool.alloc(shape, 0).unwrap());
+            live.push(pool.alloc(shape).unwrap());
             // Activations die in varying order as the graph executes.
             if live.len() > 2 && rng.below(2) == 0 {
                 let victim = 1 + rng.below(live.len() - 1);
-                pool.free(live.swap_remove(victim), vec![]).unwrap();
+                pool.free(live.swap_remove(victim)).unwrap();
             }
         }
-        live.push(pool.alloc(shape / 4, 0).unwrap());
+        live.push(pool.alloc(shape / 4).unwrap());
         // The output outlives the step (e.g. kept for post-processing) for a while.
         carry.push(live.pop().unwrap());
         if carry.len() > 2 {
-            pool.free(carry.remove(rng.below(carry.len())), vec![]).unwrap();
+            pool.free(carry.remove(rng.below(carry.len()))).unwrap();
         }
         while !live.is_empty() {
             let victim = rng.below(live.len());
-            pool.free(live.swap_remove(victim), vec![]).unwrap();
+            pool.free(live.swap_remove(victim)).unwrap();
         }
         if step % 1000 == 999 {
             pool.debug_check().unwrap();
         }
     }
     for a in carry.into_iter().chain(long) {
-        pool.free(a, vec![]).unwrap();
+        pool.free(a).unwrap();
     }
     let s = pool.stats();
     (s.allocated_bytes[0].peak, s.reserved_bytes[0].peak)

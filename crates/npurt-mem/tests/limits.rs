@@ -1,9 +1,6 @@
 //! Caching pool limits: capacity, OOM (typed, recoverable), release-and-retry, quota,
 //! fixed pools, max_split_size, gc threshold, sync hook.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
 use npurt_mem::{CachingPool, MemError, PagePolicy, PoolConfig};
 
 mod common;
@@ -15,7 +12,7 @@ fn capacity_is_never_exceeded_and_oom_is_typed() {
     let p = pool(50 * MIB);
     let mut live = Vec::new();
     let err = loop {
-        match p.alloc(3 * MIB, 7) {
+        match p.alloc(3 * MIB) {
             Ok(a) => live.push(a),
             Err(e) => break e,
         }
@@ -44,11 +41,11 @@ fn capacity_is_never_exceeded_and_oom_is_typed() {
     assert!(err.to_string().contains("empty_cache"));
     assert_eq!(p.stats().num_ooms, 1);
     // Still usable.
-    p.free(live.pop().unwrap(), vec![]).unwrap();
-    live.push(p.alloc(3 * MIB, 7).unwrap());
-    assert!(p.alloc(100 * MIB, 7).is_err(), "larger than the device");
+    p.free(live.pop().unwrap()).unwrap();
+    live.push(p.alloc(3 * MIB).unwrap());
+    assert!(p.alloc(100 * MIB).is_err(), "larger than the device");
     for a in live {
-        p.free(a, vec![]).unwrap();
+        p.free(a).unwrap();
     }
     p.debug_check().unwrap();
 }
@@ -56,25 +53,25 @@ fn capacity_is_never_exceeded_and_oom_is_typed() {
 #[test]
 fn releases_cached_segments_before_oom() {
     let p = pool(40 * MIB);
-    let a = p.alloc(5 * MIB, 0).unwrap();
-    p.free(a, vec![]).unwrap();
+    let a = p.alloc(5 * MIB).unwrap();
+    p.free(a).unwrap();
     assert_eq!(p.reserved_bytes(), 20 * MIB);
-    let b = p.alloc(30 * MIB, 0).unwrap();
+    let b = p.alloc(30 * MIB).unwrap();
     let s = p.stats();
     assert_eq!((s.num_alloc_retries, s.num_ooms, s.num_device_free), (1, 0, 1));
     assert_eq!(p.reserved_bytes(), 30 * MIB);
-    p.free(b, vec![]).unwrap();
+    p.free(b).unwrap();
 }
 
 #[test]
 fn tight_device_uses_smaller_segments() {
     let p = pool(8 * MIB);
-    let a = p.alloc(5 * MIB, 0).unwrap(); // a 20 MiB segment cannot fit
+    let a = p.alloc(5 * MIB).unwrap(); // a 20 MiB segment cannot fit
     assert_eq!(p.reserved_bytes(), 6 * MIB);
-    let b = p.alloc(MIB, 0).unwrap(); // small pool: 2 MiB segment
+    let b = p.alloc(MIB).unwrap(); // small pool: 2 MiB segment
     assert_eq!(p.reserved_bytes(), 8 * MIB);
     for x in [a, b] {
-        p.free(x, vec![]).unwrap();
+        p.free(x).unwrap();
     }
 }
 
@@ -82,20 +79,20 @@ fn tight_device_uses_smaller_segments() {
 fn quota() {
     let p = pool(1 << 30);
     p.set_limit(Some(30 * MIB));
-    let a = p.alloc(5 * MIB, 0).unwrap();
-    let err = p.alloc(16 * MIB, 0).unwrap_err();
+    let a = p.alloc(5 * MIB).unwrap();
+    let err = p.alloc(16 * MIB).unwrap_err();
     match &err {
         MemError::OutOfMemory { limit, what, .. } => {
             assert_eq!((*limit, what.as_str()), (30 * MIB, "quota"))
         }
         e => panic!("unexpected {e}"),
     }
-    assert!(p.alloc(4096, 0).is_ok(), "small allocations still fit");
+    assert!(p.alloc(4096).is_ok(), "small allocations still fit");
     p.set_limit(None);
-    let b = p.alloc(16 * MIB, 0).unwrap();
+    let b = p.alloc(16 * MIB).unwrap();
     assert_eq!(p.limit(), None);
     for x in [a, b] {
-        p.free(x, vec![]).unwrap();
+        p.free(x).unwrap();
     }
 }
 
@@ -104,21 +101,21 @@ fn fixed_pool_never_grows() {
     let p = CachingPool::fixed(8 * MIB + 100, PagePolicy::HugeFirst).unwrap();
     assert!(p.is_fixed());
     assert_eq!(p.reserved_bytes(), 8 * MIB);
-    let a = p.alloc(100, 0).unwrap();
+    let a = p.alloc(100).unwrap();
     assert_eq!(p.mem_info(), (8 * MIB + 100 - 512, 8 * MIB + 100));
-    let b = p.alloc(5 * MIB, 0).unwrap();
-    let e = p.alloc(3 * MIB, 0).unwrap_err();
+    let b = p.alloc(5 * MIB).unwrap();
+    let e = p.alloc(3 * MIB).unwrap_err();
     assert!(
         matches!(&e, MemError::OutOfMemory { what, .. } if what == "pool"),
         "{e}"
     );
-    let c = p.alloc(2 * MIB, 0).unwrap();
+    let c = p.alloc(2 * MIB).unwrap();
     for x in [a, b, c] {
-        p.free(x, vec![]).unwrap();
+        p.free(x).unwrap();
     }
     assert_eq!(p.empty_cache(), 0);
     assert_eq!(p.reserved_bytes(), 8 * MIB);
-    assert_eq!(p.alloc(8 * MIB, 0).unwrap(), a, "fully coalesced");
+    assert_eq!(p.alloc(8 * MIB).unwrap(), a, "fully coalesced");
     p.debug_check().unwrap();
     assert!(CachingPool::fixed(100, PagePolicy::NormalOnly).is_err());
 }
@@ -133,16 +130,16 @@ fn max_split_size_rules() {
         ..PoolConfig::new(1 << 30)
     };
     let p = CachingPool::new(cfg).unwrap();
-    let big = p.alloc(40 * MIB, 0).unwrap();
-    p.free(big, vec![]).unwrap();
-    let small = p.alloc(10 * MIB, 0).unwrap();
+    let big = p.alloc(40 * MIB).unwrap();
+    p.free(big).unwrap();
+    let small = p.alloc(10 * MIB).unwrap();
     assert_ne!(
         p.lookup(small).unwrap().base,
         big,
         "oversize block not split for a small request"
     );
-    assert_ne!(p.alloc(70 * MIB, 0).unwrap(), big, "wastes too much");
-    let b2 = p.alloc(38 * MIB, 0).unwrap();
+    assert_ne!(p.alloc(70 * MIB).unwrap(), big, "wastes too much");
+    let b2 = p.alloc(38 * MIB).unwrap();
     assert_eq!(b2, big);
     assert_eq!(p.lookup(b2).unwrap().allocated_size, 40 * MIB);
     assert_eq!(kv(&p, "max_split_size"), 32 * MIB as u64);
@@ -158,46 +155,22 @@ fn gc_threshold_releases_cached_segments() {
         ..PoolConfig::new(100 * MIB)
     };
     let p = CachingPool::new(cfg).unwrap();
-    let xs: Vec<usize> = (0..3).map(|_| p.alloc(20 * MIB, 0).unwrap()).collect();
+    let xs: Vec<usize> = (0..3).map(|_| p.alloc(20 * MIB).unwrap()).collect();
     assert_eq!(p.reserved_bytes(), 60 * MIB);
     for x in xs {
-        p.free(x, vec![]).unwrap();
+        p.free(x).unwrap();
     }
-    let y = p.alloc(25 * MIB, 0).unwrap();
+    let y = p.alloc(25 * MIB).unwrap();
     let s = p.stats();
     assert_eq!(s.num_device_free, 1);
     assert_eq!(p.reserved_bytes(), 66 * MIB);
-    p.free(y, vec![]).unwrap();
+    p.free(y).unwrap();
     assert!(CachingPool::new(PoolConfig {
         gc_threshold: Some(1.5),
         large_segment: Some(20 << 20),
         ..PoolConfig::new(MIB)
     })
     .is_err());
-}
-
-#[test]
-fn sync_hook_runs_before_releasing() {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c2 = calls.clone();
-    let hook: npurt_mem::SyncHook = Arc::new(move || {
-        c2.fetch_add(1, Ordering::SeqCst);
-    });
-    let cfg = PoolConfig {
-        policy: PagePolicy::NormalOnly,
-        sync_hook: Some(hook),
-        large_segment: Some(20 << 20),
-        ..PoolConfig::new(40 * MIB)
-    };
-    let p = CachingPool::new(cfg).unwrap();
-    let a = p.alloc(5 * MIB, 3).unwrap();
-    p.free(a, vec![]).unwrap();
-    // The free segment is bound to stream 3: the slow path must sync before unmapping.
-    let b = p.alloc(30 * MIB, 4).unwrap();
-    assert_eq!(calls.load(Ordering::SeqCst), 1);
-    p.free(b, vec![]).unwrap();
-    assert_eq!(p.empty_cache(), 30 * MIB);
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 #[test]
@@ -210,12 +183,12 @@ fn trims_free_segments_before_growing_past_the_peak() {
     for trim in [true, false] {
         let p = CachingPool::new(cfg(trim)).unwrap();
         // Three 3 MiB segments, all freed: cached, each too small for 8 MiB.
-        let small: Vec<usize> = (0..3).map(|_| p.alloc(3 * MIB, 0).unwrap()).collect();
+        let small: Vec<usize> = (0..3).map(|_| p.alloc(3 * MIB).unwrap()).collect();
         for a in small {
-            p.free(a, vec![]).unwrap();
+            p.free(a).unwrap();
         }
         assert_eq!(p.reserved_bytes(), 9 * MIB);
-        let big = p.alloc(8 * MIB, 0).unwrap();
+        let big = p.alloc(8 * MIB).unwrap();
         let s = p.stats();
         if trim {
             // 8 MiB fits under the 9 MiB peak once the free segments are gone.
@@ -225,10 +198,10 @@ fn trims_free_segments_before_growing_past_the_peak() {
             assert_eq!((p.reserved_bytes(), s.num_device_free), (17 * MIB, 0));
         }
         // Below the peak nothing is trimmed: a 3 MiB request maps next to the cache.
-        let again = p.alloc(MIB + 1, 0).unwrap();
+        let again = p.alloc(MIB + 1).unwrap();
         assert_eq!(p.stats().num_device_free, if trim { 3 } else { 0 });
-        p.free(big, vec![]).unwrap();
-        p.free(again, vec![]).unwrap();
+        p.free(big).unwrap();
+        p.free(again).unwrap();
         p.debug_check().unwrap();
     }
 }

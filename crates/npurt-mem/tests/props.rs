@@ -1,14 +1,12 @@
-//! Randomized invariant test (seeded xorshift, reproducible): random alloc / free
-//! (with and without fences) / empty_cache / idle marks / quota changes, checking after
+//! Randomized invariant test (seeded xorshift, reproducible): random alloc / free /
+//! empty_cache / quota changes, checking after
 //! every step that live blocks never overlap, statistics match the live set, reserved
 //! bytes equal the sum of segments and never exceed the capacity, OOM only happens when
 //! no segment could fit, and everything is returned at the end.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
-use npurt_mem::{BlockStatus, CachingPool, Fence, MemError, PagePolicy, PoolConfig};
+use npurt_mem::{BlockStatus, CachingPool, MemError, PagePolicy, PoolConfig};
 
 const MIB: usize = 1 << 20;
 
@@ -37,10 +35,10 @@ fn size(rng: &mut Rng, cap: usize) -> usize {
     }
 }
 
-fn check(p: &CachingPool, live: &BTreeMap<usize, (usize, u64)>, cap: usize) {
+fn check(p: &CachingPool, live: &BTreeMap<usize, usize>, cap: usize) {
     p.debug_check().unwrap();
     let s = p.stats();
-    let sum: usize = live.values().map(|v| v.0).sum();
+    let sum: usize = live.values().sum();
     assert_eq!(s.allocated_bytes[0].current as usize, sum);
     assert_eq!(s.allocation[0].current as usize, live.len());
     assert!(s.reserved_bytes[0].current as usize <= cap);
@@ -60,26 +58,25 @@ fn run(seed: u64) {
         ..PoolConfig::new(cap)
     };
     let p = CachingPool::new(cfg).unwrap();
-    let mut live: BTreeMap<usize, (usize, u64)> = BTreeMap::new();
-    let mut fences: Vec<Arc<AtomicBool>> = Vec::new();
+    let mut live: BTreeMap<usize, usize> = BTreeMap::new();
     let mut limit = cap;
     for step in 0..400 {
         match rng.below(100) {
             0..=54 => {
-                let (n, stream) = (size(&mut rng, cap), rng.below(3) as u64);
-                match p.alloc(n, stream) {
+                let n = size(&mut rng, cap);
+                match p.alloc(n) {
                     Ok(a) => {
                         let info = p.lookup(a).unwrap();
-                        assert_eq!((info.base, info.size, info.stream), (a, n, stream));
+                        assert_eq!((info.base, info.size), (a, n));
                         let end = a + info.allocated_size;
                         assert!(a % 512 == 0 && info.allocated_size >= n);
-                        if let Some((&b, &(bs, _))) = live.range(..a).next_back() {
+                        if let Some((&b, &bs)) = live.range(..a).next_back() {
                             assert!(b + bs <= a, "seed {seed} step {step}: overlap below");
                         }
                         if let Some((&b, _)) = live.range(a..).next() {
                             assert!(end <= b, "seed {seed} step {step}: overlap above");
                         }
-                        live.insert(a, (info.allocated_size, stream));
+                        live.insert(a, info.allocated_size);
                     }
                     Err(MemError::OutOfMemory { .. }) => {
                         // Only when even a tight segment cannot be mapped after the
@@ -97,30 +94,17 @@ fn run(seed: u64) {
             55..=89 if !live.is_empty() => {
                 let k = *live.keys().nth(rng.below(live.len())).unwrap();
                 live.remove(&k);
-                let mut fs: Vec<Box<dyn Fence>> = Vec::new();
-                if rng.below(5) == 0 {
-                    let f = Arc::new(AtomicBool::new(false));
-                    fs.push(Box::new(f.clone()));
-                    fences.push(f);
-                }
-                p.free(k, fs).unwrap();
-                assert!(p.free(k, vec![]).is_err());
+                p.free(k).unwrap();
+                assert!(p.free(k).is_err());
             }
-            90..=92 => {
-                for f in fences.drain(..) {
-                    f.store(true, Ordering::Release);
-                }
-            }
-            93..=94 => {
+            90..=94 => {
                 p.empty_cache();
                 for seg in p.snapshot() {
                     let whole_free = seg.blocks.iter().all(|b| b.status == BlockStatus::Free);
                     assert!(!whole_free, "empty_cache left an entirely free segment");
                 }
             }
-            95 => p.mark_stream_idle(rng.below(3) as u64),
-            96 => p.mark_all_idle(),
-            97..=98 => {
+            95..=99 => {
                 let l = if rng.below(2) == 0 {
                     None
                 } else {
@@ -129,9 +113,7 @@ fn run(seed: u64) {
                 limit = l.unwrap_or(cap);
                 p.set_limit(l);
             }
-            _ => {
-                p.process_pending();
-            }
+            _ => {}
         }
         check(&p, &live, cap);
         if step % 25 == 0 {
@@ -153,11 +135,8 @@ fn run(seed: u64) {
             assert_eq!(allocated, live.len());
         }
     }
-    for f in fences {
-        f.store(true, Ordering::Release);
-    }
     for (&a, _) in live.iter() {
-        p.free(a, vec![]).unwrap();
+        p.free(a).unwrap();
     }
     p.empty_cache();
     let s = p.stats();

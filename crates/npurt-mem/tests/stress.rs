@@ -2,11 +2,9 @@
 //! its 512-byte granules (blocks are 512-aligned multiples of 512, so any overlap
 //! between two live blocks shares a granule) which is verified before the free.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use npurt_mem::{CachingPool, Fence, PagePolicy, PoolConfig};
+use npurt_mem::{CachingPool, PagePolicy, PoolConfig};
 
 const MIB: usize = 1 << 20;
 
@@ -57,8 +55,7 @@ fn four_threads_no_overlap() {
                                 70..=94 => 65536 + (r >> 8) % MIB,
                                 _ => MIB + (r >> 8) % (8 * MIB),
                             };
-                            let stream = t % 2;
-                            let a = pool.alloc(size, stream).unwrap();
+                            let a = pool.alloc(size).unwrap();
                             let len = pool.lookup(a).unwrap().allocated_size;
                             let tag = (t << 56) | (i << 8);
                             fill(a, len, tag);
@@ -66,12 +63,7 @@ fn four_threads_no_overlap() {
                         } else {
                             let (a, len, tag) = live.swap_remove(r % live.len());
                             verify(a, len, tag);
-                            let fences: Vec<Box<dyn Fence>> = if r % 7 < 1 {
-                                vec![Box::new(Arc::new(AtomicBool::new(true)))]
-                            } else {
-                                Vec::new()
-                            };
-                            pool.free(a, fences).unwrap();
+                            pool.free(a).unwrap();
                         }
                         if i % 5000 == 4999 && t == 0 {
                             pool.empty_cache();
@@ -80,7 +72,7 @@ fn four_threads_no_overlap() {
                     }
                     for (a, len, tag) in live {
                         verify(a, len, tag);
-                        pool.free(a, vec![]).unwrap();
+                        pool.free(a).unwrap();
                     }
                     i as usize
                 })

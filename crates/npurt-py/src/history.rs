@@ -227,9 +227,11 @@ pub(crate) fn _memory_snapshot(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
             let blocks = PyList::empty(py);
             let (mut allocated, mut requested) = (0usize, 0usize);
             for b in &seg.blocks {
+                // Allocated and free() already called: queued work still holds it.
+                let pending = || guard.as_ref().is_some_and(|g| g.requested.contains(&(*dev, b.addr)));
                 let state = match b.status {
+                    BlockStatus::Allocated if pending() => "active_pending_free",
                     BlockStatus::Allocated => "active_allocated",
-                    BlockStatus::Pending => "active_pending_free",
                     BlockStatus::Free => "inactive",
                 };
                 if b.status != BlockStatus::Free {

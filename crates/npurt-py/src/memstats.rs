@@ -160,7 +160,7 @@ pub(crate) fn get_per_process_memory_fraction(py: Python<'_>, device: Option<&Bo
     Ok(memory_for(py, device)?.fraction().unwrap_or(1.0))
 }
 
-/// Counters of the pinned host pool: live_bytes, cached_bytes, hits, misses, pending.
+/// Counters of the pinned host pool: live_bytes, cached_bytes, hits, misses.
 #[pyfunction]
 pub(crate) fn host_memory_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let s = memory::host_stats();
@@ -169,7 +169,6 @@ pub(crate) fn host_memory_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("cached_bytes", s.cached_bytes)?;
     d.set_item("hits", s.hits)?;
     d.set_item("misses", s.misses)?;
-    d.set_item("pending", s.pending)?;
     Ok(d)
 }
 

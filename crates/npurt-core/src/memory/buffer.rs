@@ -16,11 +16,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
 
-/// Stream tag of every block npurt-core hands out. The pool's per-stream free lists exist
-/// for callers that free while work is still queued; npurt-core returns a block only after
-/// all its work is done, so one tag for everything is both correct and cheapest.
-pub(crate) const OWNED_STREAM: u64 = 0;
-
 /// Gives a dedicated segment's room back once the mapping is gone (declared after the
 /// segment in [`Owner::Dedicated`], so it drops after the unmap).
 pub(crate) struct DedicatedGuard {
@@ -95,11 +90,11 @@ impl BufferInner {
         // Every operation that captured this buffer has run and been dropped: the block is
         // idle for all streams. `free` cannot fail for an address the pool handed out.
         if let Owner::Device(m) = &self.owner {
-            drop(m.pool.free_idle(self.addr));
+            drop(m.pool.free(self.addr));
             return; // keep the device (see `vacant`)
         }
         match std::mem::replace(&mut self.owner, Owner::Vacant) {
-            Owner::Pool(p) => drop(p.pool.free_idle(self.addr)),
+            Owner::Pool(p) => drop(p.pool.free(self.addr)),
             // The segment unmaps, then the guard gives the room back.
             Owner::Dedicated { _seg, guard } => drop((_seg, guard)),
             Owner::Device(_) | Owner::Vacant => {}

@@ -368,7 +368,6 @@ impl DeviceMemory {
                 addr: base,
                 size: mapped,
                 requested,
-                stream: None,
                 status: BlockStatus::Allocated,
             };
             let seg = SegmentSnapshot {

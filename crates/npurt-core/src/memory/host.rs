@@ -59,7 +59,7 @@ pub(crate) struct HostInner {
 impl Drop for HostInner {
     fn drop(&mut self) {
         // Last user gone (queued copies included): back to the pinned cache.
-        drop(pinned_pool().free(self.addr, Vec::new()));
+        drop(pinned_pool().free(self.addr));
     }
 }
 
@@ -220,6 +220,6 @@ impl Staging {
 
 impl Drop for Staging {
     fn drop(&mut self) {
-        drop(pinned_pool().free(self.addr, Vec::new()));
+        drop(pinned_pool().free(self.addr));
     }
 }

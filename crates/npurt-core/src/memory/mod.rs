@@ -54,7 +54,7 @@ pub use view::BufferView;
 
 use crate::current;
 use crate::error::{BufferError, Result};
-use buffer::{DedicatedGuard, Owner, OWNED_STREAM};
+use buffer::{DedicatedGuard, Owner};
 use npurt_mem::align::{block_size, round_up};
 use npurt_mem::page::{page_size, HUGE_PAGE_SIZE};
 use npurt_mem::{HugePageMode, MemError, Segment};
@@ -157,17 +157,17 @@ fn alloc_untold(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> R
     }
     match policy {
         PagePolicy::HugeFirst => {
-            let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
+            let addr = mem.pool.alloc(nbytes)?;
             Ok(DeviceBuffer::on_device(addr, nbytes, mem))
         }
         PagePolicy::HugeOnly => {
-            let addr = mem.pool.alloc(nbytes, OWNED_STREAM)?;
+            let addr = mem.pool.alloc(nbytes)?;
             if mem.pool.lookup(addr).is_some_and(|b| b.page_kind != PageKind::Normal) {
                 return Ok(DeviceBuffer::on_device(addr, nbytes, mem));
             }
             // Normal pages: give the block back (never handed out, so the memory hook is
             // not told) and map huge pages of its own.
-            drop(mem.pool.free_idle(addr));
+            drop(mem.pool.free(addr));
             alloc_dedicated(mem, nbytes, PagePolicy::HugeOnly)
         }
         PagePolicy::NormalOnly => alloc_dedicated(mem, nbytes, PagePolicy::NormalOnly),

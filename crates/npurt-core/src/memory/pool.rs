@@ -7,7 +7,7 @@
 //! innermost wins). Buffers keep their pool alive; the pool's memory is unmapped when the
 //! pool was destroyed (or every handle dropped) and its last buffer is gone.
 
-use super::buffer::{DeviceBuffer, Owner, OWNED_STREAM};
+use super::buffer::{DeviceBuffer, Owner};
 use super::device_mem::DeviceMemory;
 use super::events::{self, MemPoolKind};
 use crate::error::{BufferError, Result};
@@ -65,7 +65,7 @@ impl PoolInner {
             return Err(BufferError::PoolDestroyed { id: self.id }.into());
         }
         self.mem.check_alive()?;
-        let addr = self.pool.alloc(nbytes, OWNED_STREAM)?;
+        let addr = self.pool.alloc(nbytes)?;
         Ok(DeviceBuffer::new(addr, nbytes, Owner::Pool(self.clone())))
     }
 }
