@@ -3,7 +3,7 @@
 //! device down can finish and release all of them.
 
 use crate::error::{DeviceError, Error, Result};
-use crate::executor::DeviceShared;
+use crate::executor::Scheduler;
 use crate::memory::CtxQuota;
 use crate::stream::{Stream, StreamInner, StreamList, LOWEST_PRIORITY};
 use parking_lot::Mutex;
@@ -18,7 +18,7 @@ static LIVE_CONTEXTS: AtomicUsize = AtomicUsize::new(0);
 pub(crate) struct ContextInner {
     pub(crate) id: u64,
     pub(crate) device: u32,
-    pub(crate) dev: Arc<DeviceShared>,
+    pub(crate) dev: Arc<Scheduler>,
     /// The device's memory (allocations on the current context come from it).
     pub(crate) mem: Arc<crate::memory::DeviceMemory>,
     default_stream: Arc<StreamInner>,
@@ -41,7 +41,7 @@ impl ContextList {
     /// A new explicit context on the list's device.
     pub(crate) fn create(
         self: &Arc<Self>,
-        dev: Arc<DeviceShared>,
+        dev: Arc<Scheduler>,
         mem: Arc<crate::memory::DeviceMemory>,
     ) -> Arc<ContextInner> {
         let ctx = ContextInner::new(dev, mem, Arc::downgrade(self));
@@ -79,7 +79,7 @@ impl ContextInner {
     /// A context on `dev`; `owner` is the device's list for an explicit context, an empty
     /// Weak for the default one.
     pub(crate) fn new(
-        dev: Arc<DeviceShared>,
+        dev: Arc<Scheduler>,
         mem: Arc<crate::memory::DeviceMemory>,
         owner: Weak<ContextList>,
     ) -> Arc<Self> {
@@ -239,7 +239,7 @@ impl Context {
     /// Creates an event on this context's device.
     pub fn create_event(&self, timing: bool) -> Result<crate::event::Event> {
         self.0.check()?;
-        Ok(crate::event::Event::new(self.0.dev.clone(), timing))
+        Ok(crate::event::Event::new(self.0.dev.state.clone(), timing))
     }
 
     /// Waits for every stream of the context; raises the first sticky error.

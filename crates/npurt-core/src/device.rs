@@ -4,7 +4,7 @@ use crate::config::Config;
 use crate::context::{Context, ContextInner, ContextList};
 use crate::error::Result;
 use crate::event::Event;
-use crate::executor::{DeviceShared, Executor};
+use crate::executor::{Executor, Scheduler};
 use crate::memory::DeviceMemory;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::Relaxed;
@@ -75,7 +75,7 @@ impl LeakReport {
 /// An active device (between the first set and the last reset).
 pub struct Device {
     pub props: DeviceProps,
-    pub(crate) shared: Arc<DeviceShared>,
+    pub(crate) shared: Arc<Scheduler>,
     exec: Mutex<Option<Executor>>,
     default_ctx: Arc<ContextInner>,
     contexts: Arc<ContextList>,
@@ -129,7 +129,7 @@ impl Device {
 
     /// Creates an event on this device.
     pub fn create_event(&self, timing: bool) -> Event {
-        Event::new(self.shared.clone(), timing)
+        Event::new(self.shared.state.clone(), timing)
     }
 
     /// Waits for all work on all contexts of the device; raises the first sticky error.

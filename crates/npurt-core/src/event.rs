@@ -7,7 +7,7 @@
 //! an event never recorded counts as complete.
 
 use crate::error::{DeviceError, Error, EventError, Result};
-use crate::executor::DeviceShared;
+use crate::executor::DeviceState;
 use crate::stream::{Stream, StreamInner};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -31,7 +31,7 @@ struct Point {
 
 pub(crate) struct EventInner {
     timing: bool,
-    dev: Arc<DeviceShared>,
+    dev: Arc<DeviceState>,
     point: Mutex<Option<Point>>,
 }
 
@@ -53,7 +53,7 @@ impl std::fmt::Debug for Event {
 }
 
 impl Event {
-    pub(crate) fn new(dev: Arc<DeviceShared>, timing: bool) -> Self {
+    pub(crate) fn new(dev: Arc<DeviceState>, timing: bool) -> Self {
         LIVE_EVENTS.fetch_add(1, Relaxed);
         dev.live_events.fetch_add(1, Relaxed);
         Event(Arc::new(EventInner {

@@ -12,7 +12,7 @@
 //! start threads that run Python during finalisation: the registry refuses with
 //! [`DeviceError::ShutDown`] instead.
 
-use crate::executor::DeviceShared;
+use crate::executor::Scheduler;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicPtr};
 use std::sync::Once;
@@ -23,7 +23,7 @@ const MAX_DEVICES: usize = 64;
 static FORKED: AtomicBool = AtomicBool::new(false);
 static SHUT_DOWN: AtomicBool = AtomicBool::new(false);
 /// The running executor of each device ordinal (null when none), for the fork handler.
-static RUNNING: [AtomicPtr<DeviceShared>; MAX_DEVICES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
+static RUNNING: [AtomicPtr<Scheduler>; MAX_DEVICES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
 
 /// True in a child process forked after npurt was initialised.
 #[inline]
@@ -57,7 +57,7 @@ extern "C" fn in_child() {
     for slot in &RUNNING {
         let p = slot.load(SeqCst);
         if !p.is_null() {
-            // SAFETY: a non-null entry points to a `DeviceShared` whose executor was
+            // SAFETY: a non-null entry points to a `Scheduler` whose executor was
             // running at the fork: `executor_stopped` clears the entry before the executor
             // (which holds an `Arc` of it) is dropped, and in the child no other thread
             // exists that could free it. Only atomics are touched.
@@ -66,16 +66,16 @@ extern "C" fn in_child() {
     }
 }
 
-pub(crate) fn executor_started(ordinal: u32, shared: &std::sync::Arc<DeviceShared>) {
+pub(crate) fn executor_started(ordinal: u32, shared: &std::sync::Arc<Scheduler>) {
     if let Some(slot) = RUNNING.get(ordinal as usize) {
-        slot.store(std::sync::Arc::as_ptr(shared) as *mut DeviceShared, SeqCst);
+        slot.store(std::sync::Arc::as_ptr(shared) as *mut Scheduler, SeqCst);
     }
 }
 
-pub(crate) fn executor_stopped(ordinal: u32, shared: &std::sync::Arc<DeviceShared>) {
+pub(crate) fn executor_stopped(ordinal: u32, shared: &std::sync::Arc<Scheduler>) {
     if let Some(slot) = RUNNING.get(ordinal as usize) {
         let _ = slot.compare_exchange(
-            std::sync::Arc::as_ptr(shared) as *mut DeviceShared,
+            std::sync::Arc::as_ptr(shared) as *mut Scheduler,
             std::ptr::null_mut(),
             SeqCst,
             SeqCst,

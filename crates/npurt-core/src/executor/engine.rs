@@ -9,7 +9,7 @@
 //! its own stream, as streams on the card are independent. Order within a stream holds
 //! because a stream has at most one task on an engine at a time.
 
-use super::DeviceShared;
+use super::Scheduler;
 use crate::error::TaskError;
 use crate::stream::task::{Engine, EngineDesc, EngineOp};
 use crate::stream::StreamInner;
@@ -99,7 +99,7 @@ pub(crate) struct EngineJob {
 
 /// Starts one engine thread; returns its queue and handle.
 pub(crate) fn spawn_engine(
-    shared: &Arc<DeviceShared>,
+    shared: &Arc<Scheduler>,
     engine: Engine,
 ) -> std::io::Result<(Sender<EngineJob>, JoinHandle<()>)> {
     let (tx, rx) = channel::<EngineJob>();

@@ -11,22 +11,21 @@
 mod engine;
 mod job;
 mod notifier;
+mod state;
 pub(crate) mod timer;
 mod worker;
 
 use crate::config::ExecConfig;
 use crate::error::{DeviceError, Result};
-use crate::profiler::ProfilerSlot;
 use crate::stream::task::Engine;
 use crate::stream::StreamInner;
 use crossbeam_queue::SegQueue;
-use crossbeam_utils::CachePadded;
 use engine::{EngineJob, HostPool};
 use job::Job;
 use notifier::Notifier;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, OnceLock};
 use std::thread::{JoinHandle, Thread};
@@ -35,9 +34,13 @@ use std::time::Duration;
 /// Number of priority levels (ACL: 0 highest .. 7 lowest).
 pub(crate) const PRIORITY_LEVELS: usize = 8;
 
-/// State shared by a device's workers, engines and streams.
-pub(crate) struct DeviceShared {
-    pub ordinal: u32,
+pub(crate) use state::DeviceState;
+
+/// A device's scheduler, shared by its workers, engines and streams: ready lists, jobs,
+/// notifier, engines, and (through `Deref`) the [`DeviceState`] that events and contexts
+/// hold on their own.
+pub(crate) struct Scheduler {
+    pub(crate) state: Arc<DeviceState>,
     pub(crate) queue_depth: usize,
     pub(crate) spin_iters: u32,
     worker_spin: Duration,
@@ -48,42 +51,18 @@ pub(crate) struct DeviceShared {
     threads: OnceLock<Vec<Thread>>,
     engines: Mutex<Option<[Sender<EngineJob>; 2]>>,
     host: HostPool,
-    alive: AtomicBool,
     shutdown: AtomicBool,
-    pub(crate) profiler: ProfilerSlot,
-    /// Events created on this device that still exist.
-    pub(crate) live_events: AtomicUsize,
-    /// Nanoseconds each worker spent running work (its own counter: a plain store).
-    pub(crate) busy: Box<[CachePadded<AtomicU64>]>,
 }
 
-impl DeviceShared {
-    /// Nanoseconds the AI-core workers spent running work, summed over workers (since
-    /// the device started; utilisation = its growth / (elapsed × workers)).
-    pub(crate) fn busy_ns(&self) -> u64 {
-        self.busy.iter().map(|b| b.load(Relaxed)).sum()
-    }
-
-    /// AI-core worker threads.
-    pub(crate) fn workers(&self) -> usize {
-        self.busy.len()
-    }
-
-    /// Events created on this device that still exist.
-    pub(crate) fn live_events(&self) -> usize {
-        self.live_events.load(Relaxed)
-    }
-
+impl std::ops::Deref for Scheduler {
+    type Target = DeviceState;
     #[inline]
-    pub(crate) fn is_alive(&self) -> bool {
-        self.alive.load(Acquire)
+    fn deref(&self) -> &DeviceState {
+        &self.state
     }
+}
 
-    /// Marks the device dead without touching its threads (a forked child has none).
-    pub(crate) fn mark_dead(&self) {
-        self.alive.store(false, Release);
-    }
-
+impl Scheduler {
     /// Puts a (scheduled) stream on its ready list and wakes a worker if needed.
     #[inline]
     pub(crate) fn make_ready(&self, s: Arc<StreamInner>) {
@@ -158,26 +137,11 @@ impl DeviceShared {
         drop(op);
         stream.timeline.advance(1);
     }
-
-    /// Installs (or removes) the device's task observer.
-    pub(crate) fn set_observer(&self, obs: Option<Arc<dyn crate::profiler::TaskObserver>>) {
-        self.profiler.set(obs);
-    }
-
-    /// Adds a task observer beside the installed ones.
-    pub(crate) fn add_observer(&self, obs: Arc<dyn crate::profiler::TaskObserver>) {
-        self.profiler.add(obs);
-    }
-
-    /// Removes one observer (by identity); true if it was installed.
-    pub(crate) fn remove_observer(&self, obs: &Arc<dyn crate::profiler::TaskObserver>) -> bool {
-        self.profiler.remove(obs)
-    }
 }
 
 /// A running executor: owns the device's threads.
 pub(crate) struct Executor {
-    pub(crate) shared: Arc<DeviceShared>,
+    pub(crate) shared: Arc<Scheduler>,
     handles: Vec<JoinHandle<()>>,
 }
 
@@ -185,8 +149,8 @@ impl Executor {
     pub(crate) fn start(ordinal: u32, cfg: &ExecConfig) -> Result<Self> {
         let workers = cfg.workers.max(1);
         let (host, host_tx) = HostPool::new(ordinal);
-        let shared = Arc::new(DeviceShared {
-            ordinal,
+        let shared = Arc::new(Scheduler {
+            state: Arc::new(DeviceState::new(ordinal, workers)),
             queue_depth: cfg.queue_depth,
             spin_iters: cfg.host_spin_iters,
             worker_spin: cfg.worker_spin,
@@ -197,11 +161,7 @@ impl Executor {
             threads: OnceLock::new(),
             engines: Mutex::new(None),
             host,
-            alive: AtomicBool::new(true),
             shutdown: AtomicBool::new(false),
-            profiler: ProfilerSlot::default(),
-            live_events: AtomicUsize::new(0),
-            busy: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
         });
         let spawn_err = |e: std::io::Error| DeviceError::Spawn {
             device: ordinal,
@@ -232,7 +192,7 @@ impl Executor {
     pub(crate) fn shutdown(mut self) {
         let s = &self.shared;
         crate::lifecycle::executor_stopped(s.ordinal, s);
-        s.alive.store(false, Release);
+        s.mark_dead();
         s.shutdown.store(true, Release);
         for idx in s.notifier.wake_all() {
             let _ = idx;

@@ -3,7 +3,7 @@
 
 use super::engine::EngineJob;
 use super::job::{run_block, Job, JobTurn};
-use super::DeviceShared;
+use super::Scheduler;
 use crate::error::TaskError;
 use crate::kernel::BlockCtx;
 use crate::profiler::{TaskKind, TaskRecord, NO_CORE};
@@ -35,7 +35,7 @@ enum Work {
 }
 
 struct Worker {
-    dev: Arc<DeviceShared>,
+    dev: Arc<Scheduler>,
     core: u32,
     picks: u32,
     /// This worker counts as a searcher in the notifier (spinning for work, or lingering
@@ -45,7 +45,7 @@ struct Worker {
     busy: u64,
 }
 
-pub(super) fn run(dev: Arc<DeviceShared>, core: usize) {
+pub(super) fn run(dev: Arc<Scheduler>, core: usize) {
     mark_runtime_thread();
     let mut w = Worker {
         dev,

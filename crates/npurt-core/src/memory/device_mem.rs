@@ -6,7 +6,7 @@
 
 use super::pool::PoolInner;
 use crate::error::{Error, Result};
-use crate::executor::DeviceShared;
+use crate::executor::Scheduler;
 use npurt_mem::{BlockSnapshot, BlockStatus, CachingPool, MemError, PageKind, PoolConfig, PoolStats, SegmentSnapshot};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -33,7 +33,7 @@ struct External {
 /// leaked buffers still exist (they report the reset as an error when used).
 pub struct DeviceMemory {
     pub(crate) device: u32,
-    pub(crate) dev: Arc<DeviceShared>,
+    pub(crate) dev: Arc<Scheduler>,
     pub(crate) pool: CachingPool,
     capacity: usize,
     ext: Mutex<External>,
@@ -46,7 +46,7 @@ impl std::fmt::Debug for DeviceMemory {
 }
 
 impl DeviceMemory {
-    pub(crate) fn new(device: u32, capacity: usize, dev: Arc<DeviceShared>) -> Result<Arc<Self>> {
+    pub(crate) fn new(device: u32, capacity: usize, dev: Arc<Scheduler>) -> Result<Arc<Self>> {
         // No sync hook: a block goes back to the pool only when the last operation that
         // captured its buffer has run and been dropped, so every free block is idle (the
         // pool's contract for hook-less pools). A hook would also make allocations wait for

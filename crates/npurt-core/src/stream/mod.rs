@@ -13,7 +13,7 @@ pub(crate) mod timeline;
 mod writer;
 
 use crate::error::{DeviceError, Error, Result, StreamError, TaskError};
-use crate::executor::DeviceShared;
+use crate::executor::Scheduler;
 use crate::kernel::Kernel;
 pub(crate) use list::StreamList;
 use parking_lot::Mutex;
@@ -51,7 +51,7 @@ pub(crate) fn count_user_streams(delta: isize) {
 pub(crate) struct StreamInner {
     pub(crate) id: u64,
     pub(crate) priority: u8,
-    pub(crate) dev: Arc<DeviceShared>,
+    pub(crate) dev: Arc<Scheduler>,
     /// The user-stream list of the stream's context (empty for a default stream).
     pub(crate) list: Weak<StreamList>,
     pub(crate) ctx_id: u64,
@@ -69,7 +69,7 @@ pub(crate) struct StreamInner {
 
 impl StreamInner {
     pub(crate) fn new(
-        dev: Arc<DeviceShared>,
+        dev: Arc<Scheduler>,
         list: Weak<StreamList>,
         ctx_id: u64,
         priority: u8,
