@@ -114,6 +114,18 @@ impl Device {
         (self.shared.workers(), self.shared.busy_ns(), self.shared.live_events())
     }
 
+    /// AI-core utilisation in percent over the next `window` (blocks the caller that
+    /// long): the busy time the workers add up during it over `window × workers`, clamped
+    /// to 0..=100 (work is counted when a piece of it ends, so a long kernel shows in the
+    /// window it finishes in).
+    pub fn utilization(&self, window: std::time::Duration) -> f64 {
+        let (workers, b0, _) = self.activity();
+        let t0 = std::time::Instant::now();
+        std::thread::sleep(window);
+        let (_, b1, _) = self.activity();
+        busy_percent(b1.saturating_sub(b0), t0.elapsed().as_nanos() as u64, workers)
+    }
+
     pub fn ordinal(&self) -> u32 {
         self.props.ordinal
     }
@@ -203,4 +215,13 @@ impl Device {
         self.memory.empty_cache();
         report
     }
+}
+
+/// Busy nanoseconds over a span of `span_ns` on `workers` cores, in percent (0..=100):
+/// the one rule for AI-core utilisation (`Device::utilization`, npurt-smi's record).
+pub fn busy_percent(busy_ns: u64, span_ns: u64, workers: usize) -> f64 {
+    if span_ns == 0 || workers == 0 {
+        return 0.0;
+    }
+    (100.0 * busy_ns as f64 / (span_ns as f64 * workers as f64)).clamp(0.0, 100.0)
 }

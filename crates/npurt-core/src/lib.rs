@@ -68,7 +68,7 @@ mod sync;
 
 pub use config::{Config, ExecConfig};
 pub use context::Context;
-pub use device::{Device, DeviceProps, LeakReport};
+pub use device::{busy_percent, Device, DeviceProps, LeakReport};
 pub use error::{AclCode, Error, ErrorKind, Result};
 pub use event::Event;
 pub use kernel::{BlockCtx, Kernel, KernelFault};

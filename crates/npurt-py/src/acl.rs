@@ -46,11 +46,21 @@ pub(crate) fn _acl_set_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyRe
 /// ACL `aclrtResetDevice`: drops one reference (the last one tears the device down, with
 /// a ResourceWarning for what was still alive). If that left this thread's current context
 /// dead, the thread has no context any more (107002 next).
+/// With `force` (`aclrtResetDeviceForce`): every reference at once, aborting queued work.
 #[pyfunction]
-pub(crate) fn _acl_reset_device(py: Python<'_>, device: &Bound<'_, PyAny>) -> PyResult<()> {
+#[pyo3(signature = (device, force=false))]
+pub(crate) fn _acl_reset_device(py: Python<'_>, device: &Bound<'_, PyAny>, force: bool) -> PyResult<()> {
     let id = device_id(device)?;
     let before = current::current_context_strict().ok();
-    let report = py.detach(|| registry::reset_device(id)).py_err()?;
+    let report = py
+        .detach(|| {
+            if force {
+                registry::reset_device_force(id)
+            } else {
+                registry::reset_device(id)
+            }
+        })
+        .py_err()?;
     if before.is_some_and(|c| !c.is_alive()) {
         current::pop_context();
     }
@@ -78,6 +88,12 @@ pub(crate) fn _acl_clear_context() {
     current::pop_context();
 }
 
+/// `aclrtGetMemInfo` of the current context's device: (free, total), cached blocks free.
+#[pyfunction]
+pub(crate) fn _acl_mem_info() -> PyResult<(u64, u64)> {
+    Ok(npurt_core::alloc::current_memory().py_err()?.acl_mem_info())
+}
+
 /// Adds this file's classes and functions to `npurt._npurt`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_acl_malloc, m)?)?;
@@ -87,5 +103,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_acl_set_context, m)?)?;
     m.add_function(wrap_pyfunction!(_acl_current_context, m)?)?;
     m.add_function(wrap_pyfunction!(_acl_clear_context, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_mem_info, m)?)?;
     Ok(())
 }

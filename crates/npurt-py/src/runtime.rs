@@ -87,6 +87,23 @@ fn _timer_pending() -> usize {
     npurt_core::timer_pending()
 }
 
+/// AI-core utilisation (percent) of `device` over the next `window_ms` milliseconds (the
+/// GIL released while it samples); None if the device is not active (never starts it).
+#[pyfunction]
+fn _device_utilization(py: Python<'_>, device: i64, window_ms: u32) -> PyResult<Option<f64>> {
+    let Some(dev) = py.detach(|| registry::active_device(device)).py_err()? else {
+        return Ok(None);
+    };
+    let window = std::time::Duration::from_millis(u64::from(window_ms.min(10_000)));
+    Ok(Some(py.detach(|| dev.utilization(window))))
+}
+
+/// The utilisation rule (`npurt_core::busy_percent`): busy ns over `span_ns` on `workers`.
+#[pyfunction]
+fn _busy_percent(busy_ns: u64, span_ns: u64, workers: usize) -> f64 {
+    npurt_core::busy_percent(busy_ns, span_ns, workers)
+}
+
 /// What npurt-smi's status record holds for `device` if it is active (None otherwise; never
 /// starts it): workers, busy_ns (AI-core busy time summed over workers), events,
 /// allocated, reserved, capacity and hugetlb bytes.
@@ -114,6 +131,8 @@ fn _device_status(py: Python<'_>, device: i64) -> PyResult<Option<Bound<'_, PyDi
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_device_status, m)?)?;
+    m.add_function(wrap_pyfunction!(_device_utilization, m)?)?;
+    m.add_function(wrap_pyfunction!(_busy_percent, m)?)?;
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
     m.add_function(wrap_pyfunction!(live_counts, m)?)?;

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 
-from . import constants, prof, rt, util
+from . import constants, media, prof, rt, util
 from .constants import *  # noqa: F403
 from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
 from .prof import (  # noqa: F401  (pyacl has these on acl itself)
@@ -35,7 +35,7 @@ from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_PROF_TASK_TIME,
 )
 
-__all__ = ["constants", "finalize", "get_soc_name", "init", "prof", "rt", "util"] + constants.__all__ + prof.CONSTANTS
+__all__ = ["constants", "finalize", "get_soc_name", "init", "media", "prof", "rt", "util"] + constants.__all__ + prof.CONSTANTS
 
 _init_lock = threading.Lock()
 _initialized = False

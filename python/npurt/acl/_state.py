@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import functools
+import inspect
 import itertools
 import mmap
 import threading
@@ -66,16 +67,54 @@ def uint(x: Any, fn: str) -> int:
     return _as_int(x, fn) & 0xFFFFFFFF
 
 
+_last_error = threading.local()
+
+
+def last_error(clear: bool) -> int:
+    """This thread's last failed call's code (``aclrtPeekAtLastError`` / with ``clear``,
+    ``aclrtGetLastError``, which resets it to ACL_SUCCESS)."""
+    code = getattr(_last_error, "code", 0)
+    if clear:
+        _last_error.code = 0
+    return code
+
+
+def _positional_range(fn: Callable) -> Tuple[int, int]:
+    ps = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    return sum(p.default is inspect.Parameter.empty for p in ps), len(ps)
+
+
+def arity_error(name: str, lo: int, hi: int, given: int) -> TypeError:
+    """The TypeError CPython's argument parsing raises for a pyacl binding called with the
+    wrong number of arguments (``PyArg_ParseTuple``: "function takes exactly 2 arguments (0
+    given)"; a binding without arguments: "get_device() takes no arguments (1 given)")."""
+    if hi == 0:
+        return TypeError(f"{name}() takes no arguments ({given} given)")
+    how, n = ("exactly", lo) if lo == hi else ("at least", lo) if given < lo else ("at most", hi)
+    return TypeError(f"function takes {how} {n} argument{'' if n == 1 else 's'} ({given} given)")
+
+
 def api(*defaults: Any) -> Callable:
-    """Wraps an ACL call: errors become ``ret`` (after ``defaults`` for the values)."""
+    """Wraps an ACL call: errors become ``ret`` (after ``defaults`` for the values) and this
+    thread's last error; a wrong number of positional arguments is pyacl's TypeError."""
 
     def deco(fn: Callable) -> Callable:
+        lo, hi = _positional_range(fn)
+        name = fn.__name__
+
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
+            if not kwargs and not lo <= len(args) <= hi:
+                raise arity_error(name, lo, hi, len(args))
             try:
                 return fn(*args, **kwargs)
             except (Fail, Error) as e:
                 code = int(e.code)
+            _last_error.code = code
             return (*defaults, code) if defaults else code
 
         return call

@@ -111,5 +111,13 @@ ACL_STREAM_STATUS_NOT_READY = 1
 ACL_DEVICE = 0
 ACL_HOST = 1
 
+# --- device status, last-error level, utilisation ----------------------------------------
+ACL_RT_DEVICE_STATUS_NORMAL = 0
+ACL_RT_DEVICE_STATUS_ABNORMAL = 1
+ACL_RT_DEVICE_STATUS_END = 0xFFFF
+ACL_RT_THREAD_LEVEL = 0
+#: What aclrtGetDeviceUtilizationRate reports for a unit it does not measure.
+ACL_RT_UTILIZATION_NOT_SUPPORT = -1
+
 #: Every name above, for ``from npurt.acl.constants import *``.
 __all__ = [n for n in dir() if n.startswith("ACL_")]

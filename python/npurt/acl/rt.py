@@ -12,7 +12,9 @@ from .rt_device import *  # noqa: F403
 from .rt_device import __all__ as _dv
 from .rt_memory import *  # noqa: F403
 from .rt_memory import __all__ as _mm
+from .rt_status import *  # noqa: F403
+from .rt_status import __all__ as _ss
 from .rt_stream import *  # noqa: F403
 from .rt_stream import __all__ as _st
 
-__all__ = sorted(_cb + _cp + _dv + _mm + _st)
+__all__ = sorted(_cb + _cp + _dv + _mm + _ss + _st)

@@ -4,10 +4,12 @@
 Each pointer is located first (see ``_state``): inside an ``acl.rt.malloc`` allocation
 (device), inside an ``acl.rt.malloc_host`` allocation (pinned host), or else pageable host
 memory. ``kind`` is checked like ``MemcpyKindTranslate`` (0..5, else 100000) and then, as
-ACL documents, the direction is inferred from the pointers. One check is kept: a side
-``kind`` calls *device* must be a live device allocation (107000), so a stale or wrong
-device pointer is never treated as host memory. ``count`` must be <= ``dest_max``
-(107000) and lie inside the allocations it touches (107000); freed memory: 107017.
+pyACL documents ("kind is reserved; the system judges from the pointers"), the direction is
+inferred from the pointers: a mislabelled ``kind`` (``DEVICE_TO_HOST`` for an upload) copies
+the way the pointers say. What is never taken for host memory: a pointer into npurt device
+memory not from ``acl.rt.malloc``, into freed device memory (still cached or given back),
+into a freed acl range not mapped again, or into unmapped memory (107000 each). ``count``
+must be <= ``dest_max`` (107000) and lie inside the allocations it touches (107000).
 
 * device/pinned <-> device/pinned: npurt's copy engine (``_view_memcpy[_async]``); an
   async copy holds both allocations until it ran, so ``free`` right after is safe.
@@ -29,15 +31,18 @@ from . import constants as C
 
 __all__ = ["memcpy", "memcpy_async", "memset", "memset_async"]
 
-# kind -> (dst claimed device, src claimed device); None: no claim.
-_CLAIMS = {
-    C.ACL_MEMCPY_HOST_TO_HOST: (False, False),
-    C.ACL_MEMCPY_HOST_TO_DEVICE: (True, False),
-    C.ACL_MEMCPY_DEVICE_TO_HOST: (False, True),
-    C.ACL_MEMCPY_DEVICE_TO_DEVICE: (True, True),
-    C.ACL_MEMCPY_DEFAULT: (False, False),
-    C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: (True, False),
-}
+# The aclrtMemcpyKind values MemcpyKindTranslate accepts (the direction itself comes from
+# the pointers).
+_KINDS = frozenset(
+    {
+        C.ACL_MEMCPY_HOST_TO_HOST,
+        C.ACL_MEMCPY_HOST_TO_DEVICE,
+        C.ACL_MEMCPY_DEVICE_TO_HOST,
+        C.ACL_MEMCPY_DEVICE_TO_DEVICE,
+        C.ACL_MEMCPY_DEFAULT,
+        C.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE,
+    }
+)
 
 
 def _view(found: Tuple[Any, int, int], n: int) -> Any:
@@ -45,14 +50,12 @@ def _view(found: Tuple[Any, int, int], n: int) -> Any:
     return _npurt._BufferView(buf, off, n)
 
 
-def _locate(ptr: int, n: int, device_claimed: bool, write: bool) -> Tuple[Optional[Any], int]:
+def _locate(ptr: int, n: int, write: bool) -> Tuple[Optional[Any], int]:
     """(view, ptr): a checked view of npurt memory, or (None, ptr) for pageable memory.
     ``ptr`` is not 0 (``_prepare`` checked)."""
     found = S.device_allocs.find(ptr) or S.host_allocs.find(ptr)
     if found is not None:
         return _view(found, n), ptr
-    if device_claimed:
-        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not inside a live acl.rt.malloc allocation")
     if S.npurt_device_pointer(ptr):
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is npurt device memory not from acl.rt.malloc")
     # Freed device memory stays known: still cached by a pool, it is device memory (never
@@ -72,14 +75,13 @@ def _prepare(fn: str, dst: Any, dest_max: Any, src: Any, count: Any, kind: Any):
     S.current_context()
     if d == 0 or s == 0:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "null pointer")
-    claims = _CLAIMS.get(k)
-    if claims is None:
+    if k not in _KINDS:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"kind {k} is not a valid aclrtMemcpyKind")
     if n > dmax:
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"count {n} exceeds dest_max {dmax}")
     if n == 0:
         return None
-    return _locate(d, n, claims[0], True), _locate(s, n, claims[1], False), n
+    return _locate(d, n, True), _locate(s, n, False), n
 
 
 def _pageable_copy(d: int, dv: Optional[Any], s: int, sv: Optional[Any], n: int) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "get_device_count",
     "get_run_mode",
     "reset_device",
+    "reset_device_force",
     "set_context",
     "set_device",
     "synchronize_device",
@@ -46,6 +47,16 @@ def reset_device(device_id: int) -> int:
     the last one waits for the device's work and releases everything on it."""
     dev = S.cint(device_id, "rt.reset_device")
     _npurt._acl_reset_device(dev)
+    return C.ACL_SUCCESS
+
+
+@S.api()
+def reset_device_force(device_id: int) -> int:
+    """``ret = acl.rt.reset_device_force(device_id)`` (``aclrtResetDeviceForce``): releases
+    the device whatever its reference count, aborting queued work (a second one finds no
+    device to reset: ACL_SUCCESS, as resetting an idle device is)."""
+    dev = S.cint(device_id, "rt.reset_device_force")
+    _npurt._acl_reset_device(dev, True)
     return C.ACL_SUCCESS
 
 

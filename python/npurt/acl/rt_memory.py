@@ -96,11 +96,13 @@ def free_host(host_ptr: int) -> int:
 @S.api(0, 0)
 def get_mem_info(attr: int) -> Tuple[int, int, int]:
     """``free, total, ret = acl.rt.get_mem_info(attr)`` (``aclrtGetMemInfo``): free and total
-    bytes of the current device. npurt has one kind of device memory, so every
-    ``aclrtMemAttr`` (0..17) reports it; other values: 100000."""
+    bytes of the current device, as the card reports them: memory ``acl.rt.free`` gave back
+    counts as free again (npurt's pool caches it; ``npurt.memory_reserved()`` shows the
+    cache). npurt has one kind of device memory, so every ``aclrtMemAttr`` (0..17) reports
+    it; other values: 100000."""
     a = S.cint(attr, "rt.get_mem_info")
     if not C.ACL_DDR_MEM <= a <= C.ACL_MEM_P2P_HUGE1G:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"attr {a} is not an aclrtMemAttr")
-    ctx = S.current_context()
-    free_b, total = _mem.mem_get_info(ctx.device)
+    S.current_context()
+    free_b, total = _npurt._acl_mem_info()
     return free_b, total, C.ACL_SUCCESS

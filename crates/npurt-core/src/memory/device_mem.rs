@@ -247,6 +247,14 @@ impl DeviceMemory {
         (self.capacity as u64 - used, self.capacity as u64)
     }
 
+    /// (free, total) as `aclrtGetMemInfo` reports them on the card, where `aclrtFree` gives
+    /// memory back: free is what no live allocation holds (the caching pool's cached blocks
+    /// count as free; [`mem_info`](Self::mem_info) is torch's view, which counts them used).
+    pub fn acl_mem_info(&self) -> (u64, u64) {
+        let used = self.allocated_bytes().min(self.capacity as u64);
+        (self.capacity as u64 - used, self.capacity as u64)
+    }
+
     /// Resets every peak statistic to its current value.
     pub fn reset_peak_stats(&self) {
         self.pool.reset_peak_stats();

@@ -1,0 +1,157 @@
+"""Behaviours real pyacl code relies on (issue 17), each reproduced from what ACL's
+documentation and pyacl's C bindings say: argument-count errors worded by CPython's
+``PyArg_ParseTuple``, the per-thread last error, device status and utilisation, forced
+reset, copies whose direction comes from the pointers, ``get_mem_info`` after a free, and
+``acl.media``'s DVPP memory."""
+
+import threading
+
+import npurt
+import npurt.acl as acl
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def dev0():
+    assert acl.rt.set_device(0) == 0
+    yield 0
+    acl.rt.reset_device(0)
+
+
+def test_wrong_argument_count_is_pyacl_wording():
+    with pytest.raises(TypeError, match=r"^function takes exactly 1 argument \(0 given\)$"):
+        acl.rt.set_device()
+    with pytest.raises(TypeError, match=r"^function takes exactly 5 arguments \(2 given\)$"):
+        acl.rt.memcpy(1, 2)
+    with pytest.raises(TypeError, match=r"^get_device\(\) takes no arguments \(1 given\)$"):
+        acl.rt.get_device(0)
+    # wrong types keep pyacl's parse-failure message
+    with pytest.raises(TypeError, match="args parse failed"):
+        acl.rt.set_device("0")
+
+
+def test_last_error_is_per_thread_peek_keeps_get_clears(dev0):
+    assert acl.rt.get_last_error(acl.ACL_RT_THREAD_LEVEL) == 0
+    bad = acl.rt.set_device(-1)
+    assert bad != 0
+    assert acl.rt.peek_at_last_error(0) == bad
+    assert acl.rt.peek_at_last_error(0) == bad, "peek does not clear"
+    # a later successful call leaves it
+    assert acl.rt.get_device() == (0, 0)
+    assert acl.rt.peek_at_last_error(0) == bad
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(acl.rt.peek_at_last_error(0)))
+    t.start()
+    t.join(10)
+    assert seen == [0], "another thread has its own last error"
+    assert acl.rt.get_last_error(0) == bad
+    assert acl.rt.get_last_error(0) == 0, "get clears"
+    assert acl.rt.peek_at_last_error(5) == acl.ACL_ERROR_INVALID_PARAM
+
+
+def test_query_device_status(dev0):
+    n, ret = acl.rt.get_device_count()
+    assert ret == 0
+    for i in range(n):
+        assert acl.rt.query_device_status(i) == (acl.ACL_RT_DEVICE_STATUS_NORMAL, 0)
+    status, ret = acl.rt.query_device_status(n)
+    assert (status, ret) == (acl.ACL_RT_DEVICE_STATUS_END, acl.ACL_ERROR_RT_INVALID_DEVICEID)
+
+
+def test_device_utilization_is_measured(dev0):
+    keys = {"cube_utilization", "vector_utilization", "aicpu_utilization", "memory_utilization", "utilization_extend"}
+    idle, ret = acl.rt.get_device_utilization_rate(0)
+    assert ret == 0 and set(idle) == keys
+    assert idle["memory_utilization"] == -1 and idle["aicpu_utilization"] == -1
+    # Keep both cores' workers busy with many short kernels for longer than the window.
+    s = npurt.Stream()
+    stop = threading.Event()
+
+    def feed():
+        while not stop.is_set():
+            for _ in range(20):
+                npurt.kernels.busy(0.002, blocks=2, stream=s)  # 2 ms per block
+            s.synchronize()
+
+    t = threading.Thread(target=feed)
+    t.start()
+    try:
+        busy = max(acl.rt.get_device_utilization_rate(0)[0]["cube_utilization"] for _ in range(3))
+    finally:
+        stop.set()
+        t.join(30)
+        s.destroy()
+    assert busy >= 30, busy
+    assert busy > idle["cube_utilization"]
+    assert acl.rt.get_device_utilization_rate(99)[1] == acl.ACL_ERROR_RT_INVALID_DEVICEID
+
+
+def test_reset_device_force_releases_every_reference():
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.set_device(0) == 0
+    p, ret = acl.rt.malloc(1024, 0)
+    assert ret == 0
+    with pytest.warns(ResourceWarning):
+        assert acl.rt.reset_device_force(0) == 0
+    assert npurt._npurt._device_status(0) is None, "the device is not running any more"
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.reset_device(0) == 0
+
+
+@pytest.mark.parametrize("kind", [acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_HOST_TO_HOST, acl.ACL_MEMCPY_DEVICE_TO_DEVICE])
+def test_memcpy_direction_comes_from_the_pointers(dev0, kind):
+    """A torch clone uploads with a mislabelled kind: the copy goes the pointers' way."""
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros_like(a)
+    p, ret = acl.rt.malloc(a.nbytes, 0)
+    assert ret == 0
+    try:
+        assert acl.rt.memcpy(p, a.nbytes, a.ctypes.data, a.nbytes, kind) == 0  # really H2D
+        assert acl.rt.memcpy(b.ctypes.data, b.nbytes, p, a.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE) == 0  # really D2H
+        np.testing.assert_array_equal(a, b)
+    finally:
+        assert acl.rt.free(p) == 0
+    # the freed pointer is still never host memory, whatever the kind says
+    assert acl.rt.memcpy(p, 64, a.ctypes.data, 64, kind) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.memcpy(a.ctypes.data, 64, 8 << 40, 64, kind) == acl.ACL_ERROR_RT_PARAM_INVALID
+
+
+def test_get_mem_info_counts_freed_memory_as_free(dev0):
+    free0, total, ret = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+    assert ret == 0
+    p, ret = acl.rt.malloc(64 << 20, 0)
+    assert ret == 0
+    free1, _, _ = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+    assert free1 <= free0 - (64 << 20)
+    assert acl.rt.free(p) == 0
+    free2, total2, _ = acl.rt.get_mem_info(acl.ACL_HBM_MEM)
+    assert total2 == total and free2 == free0, "freed memory is free again, as on the card"
+    # the cache is still visible where torch's users look for it
+    assert npurt.memory_reserved() >= 64 << 20
+
+
+def test_dvpp_memory_is_device_memory(dev0):
+    a = np.arange(1000, dtype=np.uint8)
+    p, ret = acl.media.dvpp_malloc(a.nbytes)
+    assert ret == 0 and p % 128 == 0
+    # ALIGN_UP(size, 32) + 32 bytes are usable
+    assert acl.rt.memset(p, 1024 + 32, 7, 1024 + 32) == 0
+    assert acl.rt.memcpy(p, a.nbytes, a.ctypes.data, a.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    b = np.zeros_like(a)
+    assert acl.rt.memcpy(b.ctypes.data, b.nbytes, p, b.nbytes, acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    np.testing.assert_array_equal(a, b)
+    assert acl.rt.memset(p, 1024 + 33, 0, 1024 + 33) == acl.ACL_ERROR_RT_PARAM_INVALID
+    q, ret = acl.rt.malloc(64, 0)
+    assert acl.media.dvpp_free(q) == acl.ACL_ERROR_RT_MEMORY_FREE, "not DVPP memory"
+    assert acl.rt.free(q) == 0
+    assert acl.media.dvpp_free(p) == 0
+    assert acl.media.dvpp_free(p) == acl.ACL_ERROR_RT_MEMORY_FREE
+    assert acl.media.dvpp_malloc(0)[1] == acl.ACL_ERROR_INVALID_PARAM
+
+
+def test_other_media_calls_are_feature_not_supported():
+    assert acl.media.dvpp_create_channel_desc() == acl.ACL_ERROR_FEATURE_UNSUPPORTED
+    assert acl.media.vdec_create_channel_desc() == 200006
+    with pytest.raises(AttributeError):
+        acl.media.__wrapped__  # noqa: B018
