@@ -155,3 +155,42 @@ def test_other_media_calls_are_feature_not_supported():
     assert acl.media.vdec_create_channel_desc() == 200006
     with pytest.raises(AttributeError):
         acl.media.__wrapped__  # noqa: B018
+
+
+def test_tutorial_dialect_constants():
+    assert acl.GDDR_MEM == acl.ACL_HBM_MEM
+    assert (acl.HOST_TO_DEVICE, acl.DEVICE_TO_HOST) == (acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST)
+    assert acl.acl_rt_mem_malloc_policy.ACL_MEM_MALLOC_HUGE_FIRST == acl.ACL_MEM_MALLOC_HUGE_FIRST
+    assert acl.acl_rt_memcpy_kind.ACL_MEMCPY_DEVICE_TO_DEVICE == 3
+
+
+def test_tutorial_dialect_pool_allocates_from_a_real_mempool(dev0):
+    pool, ret = acl.rt.mem_pool_config(1 << 20)
+    assert ret == 0
+    before = npurt.memory_allocated()
+    p, ret = acl.rt.malloc(1000, acl.ACL_MEM_MALLOC_HUGE_FIRST, pool)
+    assert ret == 0
+    a = np.arange(250, dtype=np.float32)
+    b = np.zeros_like(a)
+    assert acl.rt.memcpy(p, 1056, a.ctypes.data, a.nbytes, acl.HOST_TO_DEVICE) == 0
+    assert acl.rt.memcpy(b.ctypes.data, b.nbytes, p, b.nbytes, acl.DEVICE_TO_HOST) == 0
+    np.testing.assert_array_equal(a, b)
+    assert acl.rt.mem_pool_destroy(pool) == acl.ACL_ERROR_RT_PARAM_INVALID, "a block is still allocated"
+    # the pool is full at 1 MiB
+    q, ret = acl.rt.malloc(2 << 20, 0, pool)
+    assert ret == acl.ACL_ERROR_RT_MEMORY_ALLOCATION
+    assert acl.rt.free(p) == 0
+    assert npurt.memory_allocated() == before
+    assert acl.rt.mem_pool_destroy(pool) == 0
+    assert acl.rt.malloc(1000, 0, pool)[1] == acl.ACL_ERROR_RT_PARAM_INVALID, "destroyed handle"
+
+
+def test_tutorial_dialect_context_block():
+    with acl.rt.context(0) as ctx:
+        assert ctx != 0
+        assert acl.rt.get_device() == (0, 0)
+        s, ret = acl.rt.create_stream()
+        assert ret == 0 and acl.rt.destroy_stream(s) == 0
+    with pytest.raises(RuntimeError, match="107001"):
+        with acl.rt.context(99):
+            pass

@@ -21,8 +21,9 @@ from __future__ import annotations
 import os
 import threading
 
-from . import constants, media, prof, rt, util
+from . import constants, dialect, media, prof, rt, util
 from .constants import *  # noqa: F403
+from .dialect import *  # noqa: F403  (tutorial dialect, not in pyACL)
 from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
 from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_AICORE_ARITHMETIC_UTILIZATION,
@@ -35,7 +36,7 @@ from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_PROF_TASK_TIME,
 )
 
-__all__ = ["constants", "finalize", "get_soc_name", "init", "media", "prof", "rt", "util"] + constants.__all__ + prof.CONSTANTS
+__all__ = ["constants", "finalize", "get_soc_name", "init", "media", "prof", "rt", "util"] + constants.__all__ + dialect.__all__ + prof.CONSTANTS
 
 _init_lock = threading.Lock()
 _initialized = False

@@ -10,6 +10,8 @@ from .rt_copy import *  # noqa: F403
 from .rt_copy import __all__ as _cp
 from .rt_device import *  # noqa: F403
 from .rt_device import __all__ as _dv
+from .rt_dialect import *  # noqa: F403
+from .rt_dialect import __all__ as _dl
 from .rt_memory import *  # noqa: F403
 from .rt_memory import __all__ as _mm
 from .rt_status import *  # noqa: F403
@@ -17,4 +19,4 @@ from .rt_status import __all__ as _ss
 from .rt_stream import *  # noqa: F403
 from .rt_stream import __all__ as _st
 
-__all__ = sorted(_cb + _cp + _dv + _mm + _ss + _st)
+__all__ = sorted(_cb + _cp + _dv + _dl + _mm + _ss + _st)

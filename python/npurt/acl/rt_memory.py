@@ -12,7 +12,7 @@ rules are npurt-mem's (``npurt_mem::acl_malloc``); this module only translates.
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Any, Optional, Tuple
 
 from .. import _npurt
 from .. import memory as _mem
@@ -37,19 +37,28 @@ def _check_size(size: int) -> None:
     S.current_context()
 
 
-def _malloc(size: int, policy: int, pad: bool) -> Tuple[int, int]:
+def _malloc(size: int, policy: int, pad: bool, pool: Any = None) -> Tuple[int, int]:
     _check_size(size)
-    buf = _npurt._acl_malloc(size, policy, not pad)  # ACL's padding and policy values
+    if pool is None:
+        buf = _npurt._acl_malloc(size, policy, not pad)  # ACL's padding and policy values
+    else:
+        buf = pool.malloc(_npurt._acl_malloc_size(size, policy, not pad))
     S.device_allocs.add(buf.ptr, buf, buf.nbytes)
     return buf.ptr, C.ACL_SUCCESS
 
 
 @S.api(0)
-def malloc(size: int, policy: int) -> Tuple[int, int]:
+def malloc(size: int, policy: int, pool: Optional[int] = None) -> Tuple[int, int]:
     """``dev_ptr, ret = acl.rt.malloc(size, policy)`` (``aclrtMalloc``): device memory of
-    the current context's device; 207001 when the device cannot hold it."""
+    the current context's device; 207001 when the device cannot hold it. A third argument
+    (tutorial dialect, not in pyACL) allocates from an ``acl.rt.mem_pool_config`` pool."""
     fn = "rt.malloc"
-    return _malloc(S.ulong(size, fn), S.cint(policy, fn), True)
+    n, p = S.ulong(size, fn), S.cint(policy, fn)
+    if pool is None:
+        return _malloc(n, p, True)
+    from .rt_dialect import pool_of
+
+    return _malloc(n, p, True, pool_of(pool, fn))
 
 
 @S.api(0)
