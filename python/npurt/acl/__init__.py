@@ -23,8 +23,8 @@ import threading
 
 from . import constants, dialect, media, prof, rt, util
 from .constants import *  # noqa: F403
-from .dialect import *  # noqa: F403  (tutorial dialect, not in pyACL)
 from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
+from .dialect import *  # noqa: F403  (tutorial dialect, not in pyACL)
 from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_AICORE_ARITHMETIC_UTILIZATION,
     ACL_AICORE_MEMORY_BANDWIDTH,
