@@ -68,6 +68,37 @@ pub fn resolve(device: i64, addr: usize, nbytes: usize) -> Result<Resolved> {
     memory::resolve_in(&mem, addr, nbytes)
 }
 
+/// What a raw address points into, for the raw-pointer fronts (`npurt.acl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Located {
+    /// Inside the live allocation `[base, base + size)` of active device `device`.
+    Device { device: u32, base: usize, size: usize },
+    /// Inside the live pinned host allocation `[base, base + size)`.
+    Pinned { base: usize, size: usize },
+}
+
+/// The live allocation containing `addr`: on any active device (its caching pool, its
+/// `MemPool`s, dedicated segments), else in pinned host memory. The one owner of the
+/// interior-pointer rule: the fronts keep their handles by base address and ask this.
+pub fn locate(addr: usize) -> Option<Located> {
+    let n = registry::device_count().ok()?;
+    for id in 0..n as i64 {
+        if let Ok(Some(mem)) = active_memory(id) {
+            if let Ok(r) = memory::resolve_in(&mem, addr, 1) {
+                return Some(Located::Device {
+                    device: id as u32,
+                    base: r.base,
+                    size: r.size,
+                });
+            }
+        }
+    }
+    memory::pinned_pool().lookup(addr).map(|p| Located::Pinned {
+        base: p.base,
+        size: p.size,
+    })
+}
+
 /// True if `addr` lies in memory a running device holds (a live allocation, or a freed
 /// block still cached by a pool): raw-pointer APIs must never take it for host memory.
 /// Memory given back to the OS (`empty_cache`, reset) is no longer mapped at all.

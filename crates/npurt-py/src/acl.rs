@@ -94,6 +94,16 @@ pub(crate) fn _acl_mem_info() -> PyResult<(u64, u64)> {
     Ok(npurt_core::alloc::current_memory().py_err()?.acl_mem_info())
 }
 
+/// The live allocation containing `ptr` (`npurt_core::alloc::locate`): `("device", base,
+/// size)`, `("pinned", base, size)` or None. The acl layer's pointer tables look bases up.
+#[pyfunction]
+pub(crate) fn _acl_locate(py: Python<'_>, ptr: u64) -> Option<(&'static str, usize, usize)> {
+    py.detach(|| npurt_core::alloc::locate(ptr as usize)).map(|l| match l {
+        npurt_core::alloc::Located::Device { base, size, .. } => ("device", base, size),
+        npurt_core::alloc::Located::Pinned { base, size } => ("pinned", base, size),
+    })
+}
+
 /// Adds this file's classes and functions to `npurt._npurt`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_acl_malloc, m)?)?;
@@ -104,5 +114,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_acl_current_context, m)?)?;
     m.add_function(wrap_pyfunction!(_acl_clear_context, m)?)?;
     m.add_function(wrap_pyfunction!(_acl_mem_info, m)?)?;
+    m.add_function(wrap_pyfunction!(_acl_locate, m)?)?;
     Ok(())
 }

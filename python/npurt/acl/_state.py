@@ -245,35 +245,37 @@ def host_accessible(ptr: int, n: int, write: bool) -> bool:
 
 
 class Allocations:
-    """Live allocations by base address (bisect), for interior-pointer lookups."""
+    """The buffers ``acl.rt.malloc`` / ``malloc_host`` handed out, by base address: the
+    handle table that keeps them alive until ``free``. Which allocation an interior pointer
+    belongs to is npurt-core's rule (``alloc::locate``, through ``_npurt._acl_locate``):
+    ``find`` asks it for the base, then looks the base up here."""
 
     def __init__(self) -> None:
-        self._bases: List[int] = []
         self._items: Dict[int, Tuple[Any, int]] = {}
 
     def add(self, base: int, buf: Any, size: int) -> None:
         freed.discard(base, size)
         with _lock:
-            bisect.insort(self._bases, base)
             self._items[base] = (buf, size)
 
     def pop(self, base: int) -> Optional[Any]:
         with _lock:
             item = self._items.pop(base, None)
-            if item is None:
-                return None
-            del self._bases[bisect.bisect_left(self._bases, base)]
+        if item is None:
+            return None
         freed.add(base, item[1])
         return item[0]
 
     def find(self, ptr: int) -> Optional[Tuple[Any, int, int]]:
-        """(buffer, offset, size) of the allocation containing ``ptr``, or None."""
-        with _lock:
-            i = bisect.bisect_right(self._bases, ptr) - 1
-            if i < 0:
-                return None
-            base = self._bases[i]
-            buf, size = self._items[base]
+        """(buffer, offset, size) of the allocation of this table containing ``ptr``, or None."""
+        loc = _npurt._acl_locate(ptr)
+        if loc is None:
+            return None
+        base = loc[1]
+        item = self._items.get(base)
+        if item is None:
+            return None
+        buf, size = item
         return (buf, ptr - base, size) if ptr < base + size else None
 
     def __contains__(self, base: int) -> bool:
@@ -301,10 +303,5 @@ def host_mapped(ptr: int, n: int) -> bool:
 
 def npurt_device_pointer(ptr: int) -> bool:
     """True if ``ptr`` is inside a live npurt device allocation not made by acl.rt.malloc."""
-    for dev in range(_npurt.device_count()):
-        try:
-            _npurt._resolve(dev, ptr, 1)
-            return True
-        except Error:
-            continue
-    return False
+    loc = _npurt._acl_locate(ptr)
+    return loc is not None and loc[0] == "device" and loc[1] not in device_allocs
