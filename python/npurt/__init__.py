@@ -15,6 +15,7 @@ from . import (
     _npurt,
     array,
     kernels,
+    logs,
     memory,
     profiler,  # noqa: E402,I001  (after the runtime types it records)
 )
@@ -36,6 +37,7 @@ from .device import (
 from .event import Event
 from .exceptions import *  # noqa: F403
 from .exceptions import Error, OutOfMemoryError, WaitTimeoutError
+from .logs import get_log_level, set_log_level
 from .memory import *  # noqa: F403  (DeviceBuffer, malloc, memcpy, memory_stats, ...)
 from .profiler import profile
 from .stream import Stream, current_stream, default_stream, stream
@@ -57,19 +59,26 @@ __all__ = array.__all__ + memory.__all__ + [
     "device_count",
     "get_config",
     "get_device_properties",
+    "get_log_level",
     "isa_info",
     "kernels",
     "live_counts",
+    "logs",
     "memory",
     "profile",
     "profiler",
     "reset_device",
     "set_device",
+    "set_log_level",
     "stream",
     "synchronize",
 ]
 
 live_counts = _npurt.live_counts
+
+# Runtime logs to `logging` (its exit flush is registered first, so it runs after the
+# runtime's teardown below and delivers the teardown's warnings).
+logs.start()
 
 # Finish queued work and stop runtime threads while the interpreter can still run
 # host callbacks.

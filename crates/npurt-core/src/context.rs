@@ -46,6 +46,7 @@ impl ContextList {
     ) -> Arc<ContextInner> {
         let ctx = ContextInner::new(dev, mem, Arc::downgrade(self));
         self.0.lock().push(ctx.clone());
+        log::debug!("context {} created: device {}", ctx.id, ctx.device);
         ctx
     }
 
@@ -233,6 +234,12 @@ impl Context {
             false,
         );
         self.0.streams.push(s.clone());
+        log::debug!(
+            "stream {} created (priority {priority}): device {} context {}",
+            s.id,
+            self.0.device,
+            self.0.id
+        );
         Ok(Stream(s))
     }
 
@@ -271,6 +278,7 @@ impl Context {
         if let Some(list) = self.0.owner.upgrade() {
             list.forget(&self.0);
         }
+        log::debug!("context {} destroyed: device {}", self.0.id, self.0.device);
         Ok(())
     }
 }

@@ -143,6 +143,13 @@ pub(crate) fn peek_stream_id(device: u32) -> Option<u64> {
         .flatten()
 }
 
+/// Id of the thread's current context if it is on `device` (creates nothing: for logs).
+pub(crate) fn peek_context_id(device: u32) -> Option<u64> {
+    CTX.try_with(|c| c.borrow().last().filter(|e| e.ctx.device == device).map(|e| e.ctx.id))
+        .ok()
+        .flatten()
+}
+
 /// The thread's current stream for the current context (its default stream if none).
 #[inline]
 pub fn current_stream() -> Result<Stream> {

@@ -213,6 +213,23 @@ impl Device {
         // Cached segments go back to the OS now; leaked buffers keep their own segments
         // mapped (their handles report the reset when used) until they are dropped.
         self.memory.empty_cache();
+        if report.is_empty() {
+            log::info!(
+                "device {} torn down{}",
+                report.device,
+                if force { " (forced)" } else { "" }
+            );
+        } else {
+            log::warn!(
+                "device {} reset with resources still alive: {} streams, {} events, {} contexts, {} allocations ({} B)",
+                report.device,
+                report.streams,
+                report.events,
+                report.contexts,
+                report.allocations,
+                report.bytes
+            );
+        }
         report
     }
 }

@@ -96,6 +96,14 @@ impl Event {
                 stamp: None,
             }
         };
+        log::debug!(
+            "event {:p} recorded at stream {} task {}: device {} context {}",
+            Arc::as_ptr(&self.0),
+            point.stream.id,
+            point.target.saturating_sub(1),
+            self.0.dev.ordinal,
+            point.stream.ctx_id
+        );
         *self.0.point.lock() = Some(point);
         Ok(())
     }
@@ -185,6 +193,15 @@ impl Stream {
     pub fn wait_event_timeout(&self, event: &Event, timeout: Option<Duration>) -> Result<()> {
         self.0.check_usable()?;
         if let Some((on, target)) = event.point()? {
+            log::debug!(
+                "stream {} waits for event {:p} (stream {} task {}): device {} context {}",
+                self.0.id,
+                Arc::as_ptr(&event.0),
+                on.id,
+                target.saturating_sub(1),
+                self.0.dev.ordinal,
+                self.0.ctx_id
+            );
             self.wait_point(on, target, timeout)?;
         }
         Ok(())

@@ -33,7 +33,9 @@
 //!    circle: a stream puts itself on its device's ready list, workers run its tasks); a
 //!    stream reaches its context's stream list only through a `Weak` (`stream::StreamList`);
 //! 4. `event` (points on streams; `Stream::wait_event` lives there) and [`memory`]
-//!    (device memory, buffers, copies; copies are stream tasks);
+//!    (device memory, buffers, copies; copies are stream tasks); [`logging`] (levels, the
+//!    logging environment, the plog line; above memory, whose hook writes its lines —
+//!    every layer logs through the `log` facade, not through this module);
 //! 5. `context`: a context owns its streams and memory;
 //! 6. `device` (one active device) and [`registry`] (the process-wide registry with ACL's
 //!    reference-counted lifetime);
@@ -52,6 +54,7 @@ pub mod config;
 pub mod current;
 pub mod error;
 pub mod fault;
+pub mod logging;
 pub mod memory;
 pub mod profiler;
 pub mod registry;

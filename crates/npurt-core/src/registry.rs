@@ -118,7 +118,15 @@ fn activate(slot: &Slot, st: &mut SlotState) -> Result<Arc<Device>> {
         return Err(DeviceError::ShutDown.into());
     }
     let cfg = &runtime()?.config;
+    crate::logging::init();
     let d = Device::start(slot.props.clone(), cfg)?;
+    log::info!(
+        "device {} started: {} AI cores, {} workers, {} B of memory",
+        slot.props.ordinal,
+        slot.props.aicore_num,
+        cfg.worker_threads,
+        cfg.device_memory
+    );
     st.dev = Some(d.clone());
     Ok(d)
 }
@@ -129,6 +137,7 @@ pub fn set_device(id: i64) -> Result<Arc<Device>> {
     let mut st = slot.state.lock();
     let d = activate(slot, &mut st)?;
     st.refs += 1;
+    log::info!("set device {id} (references: {})", st.refs);
     Ok(d)
 }
 
@@ -191,6 +200,11 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
                 st.implicit = false;
             }
         }
+        log::info!(
+            "reset device {id}{} (references left: {})",
+            if force { " (forced)" } else { "" },
+            st.refs
+        );
         if st.refs > 0 {
             return Ok(None);
         }

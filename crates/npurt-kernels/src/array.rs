@@ -290,6 +290,14 @@ pub fn launch(
         Some(s.pending_launch(kernel, blocks)?)
     };
     out.mark_written(s);
+    if pending.is_some() {
+        log::debug!(
+            "launch deferred: stream {} (device {}) is full; {} waits go first",
+            s.id(),
+            s.device(),
+            waits.len()
+        );
+    }
     Ok(pending.map(|kernel| PendingLaunch { waits, kernel }))
 }
 

@@ -139,6 +139,7 @@ impl CachingPool {
                     stage += 1;
                     match stage {
                         1 => {
+                            log::info!("no room to map {size} B ({what}): releasing cached segments and retrying");
                             st.stats.num_alloc_retries += 1;
                             st.release_free_segments(0, &mut garbage);
                         }

@@ -94,10 +94,14 @@ impl Segment {
                 if let Some(seg) = Segment::try_hugetlb(size) {
                     return Ok(seg);
                 }
+                log::debug!("no hugetlb pages for a {size} B segment: trying transparent huge pages");
             }
             if mode.allows_thp() && thp_enabled() {
                 let seg = Segment::map_thp(size)?;
                 if seg.kind == PageKind::Thp || policy == PagePolicy::HugeFirst {
+                    if seg.kind != PageKind::Thp {
+                        log::debug!("madvise(MADV_HUGEPAGE) refused for a {size} B segment: normal pages");
+                    }
                     return Ok(seg);
                 }
             }

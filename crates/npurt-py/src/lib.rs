@@ -19,6 +19,7 @@ mod history;
 mod host;
 mod isa;
 mod kernels;
+mod logs;
 mod memory;
 mod mempool;
 mod memstats;
@@ -64,5 +65,6 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fault::register(m)?;
     array::register(m)?;
     profiler::register(m)?;
+    logs::register(m)?;
     profmem::register(m)
 }

@@ -19,6 +19,7 @@ and in ``npurt.acl.constants``. See docs/COMPAT.md for the coverage.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 from . import constants, dialect, media, prof, rt, util
@@ -36,7 +37,7 @@ from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_PROF_TASK_TIME,
 )
 
-__all__ = ["constants", "finalize", "get_soc_name", "init", "media", "prof", "rt", "util"] + constants.__all__ + dialect.__all__ + prof.CONSTANTS
+__all__ = ["app_log", "constants", "finalize", "get_soc_name", "init", "media", "prof", "rt", "util"] + constants.__all__ + dialect.__all__ + prof.CONSTANTS
 
 _init_lock = threading.Lock()
 _initialized = False
@@ -73,3 +74,20 @@ def get_soc_name() -> str:
     from .. import get_device_properties
 
     return str(get_device_properties(0).get("soc_name", "npurt"))
+
+
+def app_log(log_level: int, message: str) -> None:
+    """``acl.app_log(log_level, message)`` (``aclAppLog``): logs ``message`` in module
+    ``APP`` through the runtime's logger, beside the runtime's own records (Python logger
+    ``npurt.app``, the plog file and stdout sinks), as from the caller's file and line.
+    ``log_level`` is ``ACL_DEBUG`` (0) … ``ACL_ERROR`` (3) and obeys the log levels
+    (``ASCEND_GLOBAL_LOG_LEVEL``, ``ASCEND_MODULE_LOG_LEVEL=APP=…``, ``npurt.set_log_level``);
+    other values log nothing, as ACL ignores them."""
+    from .. import _npurt
+
+    if isinstance(log_level, bool) or not isinstance(log_level, int) or not isinstance(message, str):
+        raise TypeError("acl.app_log args parse failed")
+    if not constants.ACL_DEBUG <= log_level <= constants.ACL_ERROR:
+        return
+    caller = sys._getframe(1)
+    _npurt._log_record("APP", log_level, message, caller.f_code.co_filename, caller.f_lineno)

@@ -107,6 +107,12 @@ ACL_STREAM_DEVICE_USE_ONLY = 0x00000020
 ACL_STREAM_STATUS_COMPLETE = 0
 ACL_STREAM_STATUS_NOT_READY = 1
 
+# --- aclLogLevel (acl_base.h): the levels of acl.app_log ---------------------------------
+ACL_DEBUG = 0
+ACL_INFO = 1
+ACL_WARNING = 2
+ACL_ERROR = 3
+
 # --- aclrtRunMode ----------------------------------------------------------------------
 ACL_DEVICE = 0
 ACL_HOST = 1

@@ -114,6 +114,10 @@ pub fn memcpy<D: Buffer + ?Sized, S: Buffer + ?Sized>(dst: &D, src: &S, nbytes: 
     // `d.keep` / `s.keep` until the end of this function; npurt never hands out Rust
     // references to device or pinned memory (Staging is never a Buffer).
     unsafe { copy_bytes(d.addr, s.addr, n) };
+    if log::log_enabled!(log::Level::Debug) {
+        let kind = copy_desc(&d, &s, n).kind.label();
+        log::debug!("memcpy ({kind}, synchronous) {n} B from {:#x} to {:#x}", s.addr, d.addr);
+    }
     Ok(n)
 }
 
@@ -206,6 +210,7 @@ pub fn memset<D: Buffer + ?Sized>(dst: &D, value: u8, nbytes: Option<usize>) -> 
     let n = check_sizes("memset", d.cap, d.cap, nbytes)?;
     // SAFETY: as in `memcpy`; `d.keep` lives until the end of the function.
     unsafe { std::ptr::write_bytes(d.addr as *mut u8, value, n) };
+    log::debug!("memset (synchronous) {n} B at {:#x} to {value:#04x}", d.addr);
     Ok(n)
 }
 

@@ -30,7 +30,7 @@
 use crate::clock;
 use npurt_mem::{PageKind, SegmentEvent, SegmentObserver};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// What happened.
@@ -108,6 +108,8 @@ pub trait MemObserver: Send + Sync {
 type Observers = Arc<Vec<(u64, Arc<dyn MemObserver>)>>;
 
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// The `MEM` log level lets some memory line through (see [`set_logging`]).
+static LOGGING: AtomicBool = AtomicBool::new(false);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static OBSERVERS: Mutex<Option<Observers>> = Mutex::new(None);
 
@@ -123,7 +125,7 @@ pub fn subscribe(obs: Arc<dyn MemObserver>) -> MemSubscription {
     let mut g = OBSERVERS.lock();
     let mut v: Vec<_> = g.as_deref().cloned().unwrap_or_default();
     v.push((id, obs));
-    ACTIVE.store(v.len(), Relaxed);
+    ACTIVE.store(v.len() + usize::from(LOGGING.load(Relaxed)), Relaxed);
     *g = Some(Arc::new(v));
     MemSubscription(id)
 }
@@ -138,7 +140,7 @@ impl Drop for MemSubscription {
         let mut g = OBSERVERS.lock();
         let mut v: Vec<_> = g.as_deref().cloned().unwrap_or_default();
         v.retain(|(id, _)| *id != self.0);
-        ACTIVE.store(v.len(), Relaxed);
+        ACTIVE.store(v.len() + usize::from(LOGGING.load(Relaxed)), Relaxed);
         *g = if v.is_empty() { None } else { Some(Arc::new(v)) };
     }
 }
@@ -147,11 +149,46 @@ impl Drop for MemSubscription {
 /// unsubscribe without deadlocking). Callers check [`is_active`] first.
 #[cold]
 pub(crate) fn emit(e: MemEvent) {
+    if LOGGING.load(Relaxed) {
+        log_event(&e);
+    }
     let obs = OBSERVERS.lock().clone();
     if let Some(obs) = obs {
         for (_, o) in obs.iter() {
             o.on_mem_event(&e);
         }
+    }
+}
+
+/// Makes the hook points log (the `MEM` module's level is warning or more verbose): the
+/// memory lines are the hook's events, so logging off still costs one relaxed load.
+pub(crate) fn set_logging(on: bool) {
+    let g = OBSERVERS.lock();
+    LOGGING.store(on, Relaxed);
+    ACTIVE.store(g.as_deref().map_or(0, Vec::len) + usize::from(on), Relaxed);
+}
+
+/// The log line of an event: debug for allocations and frees, info for segments (the
+/// pool growing or shrinking); an out-of-memory failure is a warning of `tell_oom`.
+#[cold]
+fn log_event(e: &MemEvent) {
+    let pages = e.page_kind.map_or("-", |k| k.as_str());
+    let stream = e.stream.map_or_else(|| "default".to_string(), |s| s.to_string());
+    let ctx = crate::current::peek_context_id(e.device).map_or_else(|| "-".to_string(), |c| c.to_string());
+    let (d, a, n, b, p) = (e.device, e.addr, e.size, e.block_size, e.pool);
+    match e.action {
+        MemAction::Alloc => log::debug!(
+            "malloc {n} B at {a:#x} (block {b} B, {p:?} pool, {pages} pages): device {d} context {ctx} stream {stream}"
+        ),
+        MemAction::FreeRequested => log::debug!("free requested {n} B at {a:#x} ({p:?} pool): device {d}"),
+        MemAction::Free => log::debug!("free {n} B at {a:#x} (block {b} B, {p:?} pool): device {d}"),
+        MemAction::SegmentMap => log::info!(
+            "pool grew: mapped a {n} B segment at {a:#x} ({pages} pages, {p:?} pool, {}): device {d}",
+            if e.large { "large" } else { "small" }
+        ),
+        MemAction::SegmentUnmap => log::info!("unmapped a {n} B segment at {a:#x} ({p:?} pool): device {d}"),
+        // The warning is `tell_oom`'s, which has the error's details.
+        MemAction::Oom => {}
     }
 }
 

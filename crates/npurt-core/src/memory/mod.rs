@@ -133,6 +133,11 @@ pub(crate) fn tell_alloc(r: &Result<DeviceBuffer>, device: u32, nbytes: usize) {
 #[cold]
 fn tell_oom(e: &crate::Error, device: u32, nbytes: usize) {
     if e.kind() == crate::ErrorKind::OutOfMemory {
+        log::warn!(
+            "out of memory on device {device} (context {}, stream {}): {e}",
+            current::peek_context_id(device).map_or_else(|| "-".to_string(), |c| c.to_string()),
+            current::peek_stream_id(device).map_or_else(|| "default".to_string(), |s| s.to_string())
+        );
         events::emit(events::event(
             events::MemAction::Oom,
             device,

@@ -6,6 +6,7 @@
 //! touches the device's ready list.
 
 mod list;
+mod observe;
 pub(crate) mod queue;
 pub(crate) mod sched_state;
 pub(crate) mod task;
@@ -104,36 +105,6 @@ impl StreamInner {
         self.status.load(Acquire) == ABORTED
     }
 
-    /// Records the first failure; later tasks on this stream are skipped.
-    #[allow(dead_code)] // for failures without a launch (fault injection)
-    pub(crate) fn set_error(&self, e: TaskError) {
-        self.set_error_at(e, 0);
-    }
-
-    /// [`set_error`](Self::set_error) for a task launched at call site `meta`
-    /// ([`crate::profiler::site`]): the error raised later names that launch.
-    pub(crate) fn set_error_at(&self, e: TaskError, meta: u32) {
-        let mut slot = self.error.lock();
-        if slot.is_none() {
-            *slot = Some((e, meta));
-        }
-        self.failed.store(true, Release);
-    }
-
-    fn sticky(&self) -> Result<()> {
-        if self.failed.load(Acquire) {
-            if let Some((e, meta)) = self.error.lock().clone() {
-                return Err(StreamError::TaskFailed {
-                    stream: self.id,
-                    source: e,
-                    launched_at: crate::error::LaunchSite(crate::profiler::site::describe(meta)),
-                }
-                .into());
-            }
-        }
-        Ok(())
-    }
-
     /// Fails if the stream (or its device) can no longer be used.
     #[inline]
     pub(crate) fn check_usable(&self) -> Result<()> {
@@ -152,9 +123,13 @@ impl StreamInner {
     #[inline]
     pub(crate) fn try_push(self: &Arc<Self>, task: Task) -> std::result::Result<u64, Task> {
         let (submit_ns, meta) = (task.submit_ns, task.meta);
+        let what = log::log_enabled!(log::Level::Debug).then(|| observe::describe(&task.op));
         let pos = self.queue.push(task)?;
         if submit_ns != 0 {
             self.note_launch(pos, submit_ns, meta);
+        }
+        if let Some(what) = what {
+            self.log_queued(&what, pos, meta);
         }
         if self.sched.notify() {
             self.dev.make_ready(self.clone());
@@ -186,29 +161,6 @@ impl StreamInner {
             submit_ns: 0,
             meta: 0,
         }
-    }
-
-    /// A task created while a profiler observes some device or call sites are captured:
-    /// the submit time (observed devices only) and the launch's call site.
-    #[cold]
-    fn observed_task(&self, op: Op) -> Task {
-        let observed = self.dev.profiler.enabled();
-        let submit_ns = if observed { crate::clock::now_ns() } else { 0 };
-        let meta = crate::profiler::site::capture(observed, matches!(op, Op::Kernel { .. }));
-        Task { op, submit_ns, meta }
-    }
-
-    #[cold]
-    fn note_launch(&self, seq: u64, submit_ns: u64, meta: u32) {
-        self.dev.profiler.launched(crate::profiler::LaunchNote {
-            device: self.dev.ordinal,
-            stream: self.id,
-            seq,
-            thread: crate::profiler::thread_id(),
-            submit_ns,
-            queued_ns: crate::clock::now_ns(),
-            meta,
-        });
     }
 
     /// Waits until everything submitted so far has finished.
@@ -416,6 +368,13 @@ impl Stream {
         if let Some(list) = self.0.list.upgrade() {
             list.forget(&self.0);
         }
+        log::debug!(
+            "stream {} destroyed{}: device {} context {}",
+            self.0.id,
+            if force { " (forced)" } else { "" },
+            self.0.dev.ordinal,
+            self.0.ctx_id
+        );
         Ok(())
     }
 
@@ -429,6 +388,12 @@ impl Stream {
         if let Some(list) = self.0.list.upgrade() {
             list.forget(&self.0);
         }
+        log::debug!(
+            "stream {} released: device {} context {}",
+            self.0.id,
+            self.0.dev.ordinal,
+            self.0.ctx_id
+        );
     }
 
     /// Whether the stream is still usable (not destroyed, device not reset).
