@@ -2,24 +2,12 @@
 //! Prints ns per operation (median of 5 runs) for event record + query, launch, and
 //! launch + synchronize round trips.
 
-use npurt_core::{registry, BlockCtx, Kernel, KernelFault};
+mod common;
+
+use common::{median, Nop};
+use npurt_core::{registry, Kernel};
 use std::sync::Arc;
 use std::time::Instant;
-
-struct Nop;
-impl Kernel for Nop {
-    fn name(&self) -> &str {
-        "nop"
-    }
-    fn run_block(&self, _b: BlockCtx) -> Result<(), KernelFault> {
-        Ok(())
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
 
 fn measure(n: u32, mut f: impl FnMut()) -> f64 {
     let runs: Vec<f64> = (0..5)

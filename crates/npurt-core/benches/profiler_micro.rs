@@ -6,20 +6,13 @@
 //! profiling is `on - off`. Ratios within one run are what to compare; absolute figures
 //! move with the machine's load.
 
+mod common;
+
+use common::{cpu_ns, median, Nop};
 use npurt_core::profiler::{site, Collector, TaskObserver};
-use npurt_core::{registry, BlockCtx, Kernel, KernelFault, Stream};
+use npurt_core::{registry, Kernel, Stream};
 use std::sync::Arc;
 use std::time::Instant;
-
-struct Nop;
-impl Kernel for Nop {
-    fn name(&self) -> &str {
-        "nop"
-    }
-    fn run_block(&self, _b: BlockCtx) -> Result<(), KernelFault> {
-        Ok(())
-    }
-}
 
 const N: u32 = 200_000;
 const ROUNDS: usize = 7;
@@ -51,18 +44,6 @@ fn launch_only(s: &Stream, k: &Arc<dyn Kernel>) -> f64 {
 
 const BURST: u32 = 512;
 
-/// The process's CPU time (all threads, user + system), ns.
-fn cpu_ns() -> u128 {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes the struct it is given; zeroed is a valid rusage.
-    let ru = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
-        ru.assume_init()
-    };
-    let t = |tv: libc::timeval| tv.tv_sec as u128 * 1_000_000_000 + tv.tv_usec as u128 * 1000;
-    t(ru.ru_utime) + t(ru.ru_stime)
-}
-
 /// Bursts of `BURST` launches, each followed by a synchronize: the ring never fills, so
 /// the producer never parks on it. Returns the process's CPU time per task (every thread:
 /// the launching one, the workers, and their spinning while idle, alike in both cases):
@@ -76,11 +57,6 @@ fn bursts(s: &Stream, k: &Arc<dyn Kernel>) -> f64 {
         s.synchronize(None).unwrap();
     }
     (cpu_ns() - c) as f64 / (200 * BURST) as f64
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 fn fixed_site(_want: u8) -> u32 {
