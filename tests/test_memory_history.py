@@ -143,3 +143,25 @@ def test_memory_summary_has_pool_and_page_kind_lines():
             assert k in s
     finally:
         pool.destroy()
+
+
+def test_timeline_counts_only_what_recording_saw():
+    """A block allocated before recording and freed during it (a garbage-collected buffer of
+    earlier code) must not take the curve below zero."""
+    from npurt import memviz
+
+    ev = lambda action, addr, size, t: {"action": action, "addr": addr, "size": size, "time_us": t}  # noqa: E731
+    trace = [
+        ev("free_completed", 0x1000, 4096, 1),  # from before recording
+        ev("segment_free", 0x10000, 1 << 20, 2),  # likewise
+        ev("segment_alloc", 0x20000, 2 << 20, 3),
+        ev("alloc", 0x20000, 512, 4),
+        ev("alloc", 0x20200, 512, 5),
+        ev("free_completed", 0x20000, 512, 6),
+        ev("alloc", 0x20000, 1024, 7),  # the address comes back
+        ev("free_completed", 0x20000, 1024, 8),
+        ev("free_completed", 0x20000, 1024, 9),  # a second free of it: not counted twice
+    ]
+    c = memviz.timeline({"device_traces": [trace]})[0]
+    assert c["allocated"] == [0, 0, 0, 512, 1024, 512, 1536, 512, 512]
+    assert c["reserved"] == [0, 0, 2 << 20] + [2 << 20] * 6

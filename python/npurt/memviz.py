@@ -29,7 +29,9 @@ _DELTA = {
 
 def timeline(snapshot: dict[str, Any]) -> dict[int, dict[str, list[float]]]:
     """Per device with events: ``{"time_us": [...], "allocated": [...], "reserved":
-    [...]}``, bytes relative to when recording started (the trace's first event)."""
+    [...]}``, the bytes allocated and mapped since recording started (the trace's first
+    event). A block or segment that existed before recording is not counted when it goes:
+    the curves show what the recorded code did, never a negative figure from older memory."""
     out: dict[int, dict[str, list[float]]] = {}
     for dev, trace in enumerate(snapshot.get("device_traces", [])):
         if not trace:
@@ -38,8 +40,17 @@ def timeline(snapshot: dict[str, Any]) -> dict[int, dict[str, list[float]]]:
         a_l: list[float] = []
         r_l: list[float] = []
         a = r = 0
+        seen: dict[tuple[int, int], int] = {}  # (kind, addr) -> live count recorded
         for e in trace:
             da, dr = _DELTA.get(e["action"], (0, 0))
+            key = (0 if da else 1, e.get("addr", 0))
+            if da + dr > 0:
+                seen[key] = seen.get(key, 0) + 1
+            elif da + dr < 0:
+                if not seen.get(key):
+                    da = dr = 0  # allocated or mapped before recording started
+                else:
+                    seen[key] -= 1
             a += da * e["size"]
             r += dr * e["size"]
             t.append(float(e["time_us"]))
