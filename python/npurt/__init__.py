@@ -87,3 +87,7 @@ _atexit.register(_npurt._shutdown)
 from . import _status  # noqa: E402  (npurt-smi's per-process record)
 
 _status.start()
+
+from .model import Model  # noqa: E402,F401  (its lowerings call the kernels above)
+
+__all__.append("Model")

@@ -22,10 +22,18 @@ import os
 import sys
 import threading
 
-from . import constants, dialect, media, prof, rt, util
+from . import constants, dialect, mdl, media, prof, rt, util
 from .constants import *  # noqa: F403
 from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
 from .dialect import *  # noqa: F403  (tutorial dialect, not in pyACL)
+from .mdl_data import (  # noqa: F401  (pyacl has the data-buffer calls on acl itself)
+    create_data_buffer,
+    destroy_data_buffer,
+    get_data_buffer_addr,
+    get_data_buffer_size,
+    get_data_buffer_size_v2,
+    update_data_buffer,
+)
 from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_AICORE_ARITHMETIC_UTILIZATION,
     ACL_AICORE_MEMORY_BANDWIDTH,
@@ -37,7 +45,10 @@ from .prof import (  # noqa: F401  (pyacl has these on acl itself)
     ACL_PROF_TASK_TIME,
 )
 
-__all__ = ["app_log", "constants", "finalize", "get_soc_name", "init", "media", "prof", "rt", "util"] + constants.__all__ + dialect.__all__ + prof.CONSTANTS
+__all__ = [
+    "app_log", "constants", "finalize", "get_soc_name", "init", "mdl", "media", "prof", "rt", "util", "create_data_buffer",
+    "destroy_data_buffer", "get_data_buffer_addr", "get_data_buffer_size", "get_data_buffer_size_v2", "update_data_buffer",
+] + constants.__all__ + dialect.__all__ + prof.CONSTANTS
 
 _init_lock = threading.Lock()
 _initialized = False

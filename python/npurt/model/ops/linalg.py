@@ -1,0 +1,97 @@
+"""MatMul (numpy semantics, any rank: batch dims are merged into one for npurt's 3-D
+matmul, broadcast operands are materialised first) and Gemm (one ``npurt.gemm`` kernel:
+alpha, beta, transposes and C inside the GEMM)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional
+
+import npurt
+
+from ...exceptions import InvalidValueError
+from ..ir import Ctx, Unsupported, Val
+from . import op
+from .common import FLOATS, bshape, copy_into, kernel, need_dtype
+
+
+def _batched(ctx: Ctx, v: Val, batch: List[int], rows: int, cols: int) -> Val:
+    """``v`` as a (prod(batch), rows, cols) value: a view when its batch dims already are
+    ``batch``, else a broadcast copy first."""
+    if list(v.shape[:-2]) != batch:
+        full = ctx.new(batch + [rows, cols], v.dtype)
+        copy_into(ctx, v, full, op="MatMul")
+        v = full
+    return ctx.view(v, [math.prod(batch), rows, cols])
+
+
+@op("MatMul")
+def _matmul(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type: str = "") -> List[Val]:
+    a, b = ins
+    need_dtype(ctx, a, FLOATS | {"int32", "int64"})
+    if a.dtype != b.dtype:
+        raise Unsupported(f"{ctx.node}: MatMul of {a.dtype} and {b.dtype}")
+    if not a.shape or not b.shape:
+        raise InvalidValueError(f"{ctx.node}: MatMul of a scalar")
+    # numpy's rule for vectors: (K,) is (1, K) on the left, (K, 1) on the right, squeezed after.
+    a2 = ctx.view(a, (1,) + a.shape) if len(a.shape) == 1 else a
+    b2 = ctx.view(b, b.shape + (1,)) if len(b.shape) == 1 else b
+    m, k = a2.shape[-2:]
+    k2, n = b2.shape[-2:]
+    if k != k2:
+        raise InvalidValueError(f"{ctx.node}: MatMul of {a.shape} and {b.shape}: inner dims differ")
+    batch = list(bshape(ctx, a2.shape[:-2], b2.shape[:-2]))
+    final = batch + ([m] if len(a.shape) > 1 else []) + ([n] if len(b.shape) > 1 else [])
+    out = ctx.new(final, a.dtype)
+    if out.size == 0:
+        return [out]
+    if k == 0:
+        ctx.emit(lambda i, o, s: o[0].fill(0, stream=s), [], [out], "MatMul")
+        return [out]
+    nb = math.prod(batch)
+    if math.prod(b2.shape[:-2]) == 1 and nb > 1:
+        # One right operand: the batch folds into the rows, (B*M, K) @ (K, N).
+        lhs = _batched(ctx, a2, batch, m, k)
+        lhs = ctx.view(lhs, [nb * m, k])
+        rhs = ctx.view(b2, [k, n])
+        dst = ctx.view(out, [nb * m, n])
+    else:
+        lhs = _batched(ctx, a2, batch, m, k)
+        rhs = _batched(ctx, b2, batch, k, n)
+        dst = ctx.view(out, [nb, m, n])
+    ctx.emit(lambda i, o, s: npurt.matmul(i[0], i[1], out=o[0], stream=s), [lhs, rhs], [dst], "MatMul")
+    return [out]
+
+
+@op("Gemm")
+def _gemm(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type: str = "") -> List[Val]:
+    a, b = ins[0], ins[1]
+    c = ins[2] if len(ins) > 2 else None
+    need_dtype(ctx, a, FLOATS)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    ta, tb = bool(int(attrs.get("transA", 0))), bool(int(attrs.get("transB", 0)))
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise InvalidValueError(f"{ctx.node}: Gemm of {a.shape} and {b.shape} (2-D operands)")
+    m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+    k2, n = (b.shape[1], b.shape[0]) if tb else b.shape
+    if k != k2:
+        raise InvalidValueError(f"{ctx.node}: Gemm of {a.shape} and {b.shape}: inner dims differ")
+    if c is not None:
+        bshape(ctx, c.shape, (m, n))
+        if c.dtype != a.dtype:
+            raise Unsupported(f"{ctx.node}: Gemm C of dtype {c.dtype}")
+    ins_v = [a, b]
+    use_bias = c is not None and beta == 1.0 and c.size == n and (len(c.shape) == 1 or c.shape[-1] == n) and n > 1
+    use_c = c is not None and beta != 0.0 and not use_bias
+    if use_bias:
+        ins_v.append(ctx.view(c, [n]))
+    elif use_c:
+        ins_v.append(c)
+
+    def run(x: Any, y: Any, *rest: Any, out: Any, stream: Any) -> None:
+        extra = rest[0] if rest else None
+        npurt.gemm(x, y, extra if use_c else None, alpha=alpha, beta=beta if use_c else 0.0, bias=extra if use_bias else None, trans_a=ta, trans_b=tb, out=out, stream=stream)
+
+    if k == 0:
+        raise Unsupported(f"{ctx.node}: Gemm with an empty inner dimension")
+    return [kernel(ctx, run, ins_v, [m, n], a.dtype, "Gemm")]

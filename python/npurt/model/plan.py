@@ -1,0 +1,175 @@
+"""Plans: a graph lowered for one input signature (shapes, dtypes, and the values of the
+inputs used as shape parameters), with its memory plan, and the executor that runs it.
+
+Building walks the nodes in order: a node whose inputs are all known is evaluated on the
+host (shape arithmetic), any other is lowered to steps. Graph outputs get their own
+arrays; intermediates share one workspace per run at the offsets of the memory plan. A
+plan is immutable once built: many threads run it at once, each run with its own
+workspace and outputs (from the caching pool) and the same weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from ..array import DeviceArray, empty
+from ..exceptions import InvalidTypeError, InvalidValueError
+from . import dtypes, memplan, ops
+from .fold import NEVER_FOLD, host_eval
+from .graph import Graph
+from .ir import Ctx, Slot, Step, Val
+from .ops.common import copy_into, need_dtype
+
+
+def _strides(shape: Sequence[int]) -> List[int]:
+    out, n = [], 1
+    for d in reversed(shape):
+        out.append(n)
+        n *= max(d, 1)
+    return out[::-1]
+
+
+class Plan:
+    """An executable plan. ``memory``: the :class:`~npurt.model.memplan.MemoryPlan`;
+    ``steps``: how many kernel steps a run queues; ``host_inputs``: indices of inputs whose
+    values the plan was built for."""
+
+    def __init__(self, slots: List[Slot], steps: List[Step], n_inputs: int, host_inputs: Set[int]) -> None:
+        self.memory = memplan.plan(slots, steps)
+        self.slots, self.step_list = slots, steps  # for inspection (the memory plan's inputs)
+        self.host_inputs = frozenset(host_inputs)
+        self._steps = [(s.fn, s.ins, s.outs) for s in steps]
+        self._ops = [s.op for s in steps]
+        self._template: List[Any] = [None] * len(slots)
+        self._inputs = [-1] * n_inputs
+        self._ws: List[Tuple[int, int, str, List[int], List[int]]] = []
+        self._views: List[Tuple[int, int, Tuple[int, ...]]] = []
+        self._outs: List[Tuple[int, Tuple[int, ...], str]] = []
+        for i, s in enumerate(slots):
+            if s.kind == "const":
+                self._template[i] = s.array
+            elif s.kind == "input":
+                self._inputs[s.index] = i
+            elif s.kind == "ws":
+                self._ws.append((i, self.memory.offsets[i], s.dtype, list(s.shape), _strides(s.shape)))
+            elif s.kind == "view":
+                self._views.append((i, s.base, s.shape))
+            elif s.kind == "out":
+                self._outs.append((i, s.shape, s.dtype))
+        self._outs.sort(key=lambda o: slots[o[0]].index)
+        self.output_shapes = [(o[1], o[2]) for o in self._outs]
+
+    @property
+    def steps(self) -> int:
+        return len(self._steps)
+
+    def run(self, inputs: Sequence[DeviceArray], outputs: Optional[Sequence[Optional[DeviceArray]]], stream: Any, device: int) -> List[DeviceArray]:
+        env = list(self._template)
+        for slot, arr in zip(self._inputs, inputs, strict=False):
+            if slot >= 0:
+                env[slot] = arr
+        if self.memory.workspace:
+            ws = empty((self.memory.workspace,), "uint8", device=device)._a
+            for slot, off, dt, shape, st in self._ws:
+                env[slot] = DeviceArray(ws.view(off, dt, shape, st))
+        else:
+            for slot, _off, dt, shape, _st in self._ws:
+                env[slot] = empty(shape, dt, device=device)
+        res = []
+        for j, (slot, shape, dt) in enumerate(self._outs):
+            given = outputs[j] if outputs is not None else None
+            if given is None:
+                given = empty(shape, dt, device=device)
+            elif not isinstance(given, DeviceArray):
+                raise InvalidTypeError(f"output {j} must be an npurt.DeviceArray, not {type(given).__name__}")
+            elif given.shape != tuple(shape) or given.dtype_name != dt or not given.is_contiguous:
+                raise InvalidValueError(f"output {j}: expected a contiguous {dt} array of shape {tuple(shape)}, got {given.dtype_name} {given.shape}")
+            env[slot] = given
+            res.append(given)
+        for slot, base, shape in self._views:
+            env[slot] = env[base].reshape(shape)
+        for fn, ins, outs in self._steps:
+            fn([env[i] for i in ins], [env[o] for o in outs], stream)
+        return res
+
+
+def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[str], input_value: Callable[[int], np.ndarray], upload: Callable[[np.ndarray, str], Any]) -> Plan:
+    """Lowers ``graph`` for inputs of ``shapes`` / ``in_dtypes``; ``input_value(i)`` gives
+    input i's host value (asked only for inputs used as shape parameters)."""
+    asked: Set[int] = set()
+
+    def value(i: int) -> np.ndarray:
+        asked.add(i)
+        return input_value(i)
+
+    ctx = Ctx(graph.opset, upload, value)
+    vals: Dict[str, Val] = {}
+    for i, (info, shape, dt) in enumerate(zip(graph.inputs, shapes, in_dtypes, strict=False)):
+        slot = ctx._slot(Slot("input", tuple(shape), dt, index=i))
+        vals[info.name] = Val(tuple(shape), dt, slot=slot, input_index=i, name=info.name)
+
+    def get(name: str) -> Val:
+        v = vals.get(name)
+        if v is None:
+            a = graph.consts[name]
+            v = vals[name] = Val(tuple(a.shape), dtypes.from_numpy(a.dtype) or a.dtype.name, const=a, name=name)
+        return v
+
+    for key, node, attrs in graph.nodes:
+        ins = [get(n) if n else None for n in node.input]
+        ctx.node = f"{node.name} ({node.op_type})" if node.name else node.op_type
+        if node.op_type not in NEVER_FOLD and all(v is None or v.known for v in ins):
+            arrays = [None if v is None else v.const for v in ins]
+            outs = [Val(tuple(a.shape), dtypes.from_numpy(a.dtype) or a.dtype.name, const=a) for a in host_eval(node, arrays, graph.opsets, graph.fold_cache, key)]
+        else:
+            outs = ops.lower(node.op_type)(ctx, attrs, ins, len(node.output), op_type=node.op_type)
+        for name, v in zip(node.output, outs, strict=False):
+            if name:
+                vals[name] = v
+    used: Set[int] = set()
+    for j, info in enumerate(graph.outputs):
+        v = get(info.name)
+        ctx.node = f"output {info.name!r}"
+        slot = v.slot
+        if v.known or ctx.slots[slot].kind != "ws" or slot in used:
+            need_dtype(ctx, v, what="the output")
+            o = ctx.new(v.shape, v.dtype)
+            if o.size:
+                copy_into(ctx, v, o, op="output")
+            slot = o.slot
+        used.add(slot)
+        ctx.slots[slot].kind = "out"
+        ctx.slots[slot].index = j
+    return Plan(ctx.slots, ctx.steps, len(graph.inputs), asked)
+
+
+def check_dtype(info: Any, got: str, where: str) -> None:
+    if got != info.dtype:
+        raise InvalidTypeError(f"{where} {info.name!r}: expected {info.dtype}, got {got}")
+
+
+def as_input(info: Any, x: Any, device: int, stream: Any, where: str) -> DeviceArray:
+    """A run's input as a contiguous DeviceArray of the model's dtype (host data is copied
+    to the device before the call returns; device arrays are used as they are)."""
+    if isinstance(x, DeviceArray):
+        check_dtype(info, x.dtype_name, where)
+        if x.device != device:
+            raise InvalidValueError(f"{where} {info.name!r} is on device {x.device}, the model on device {device}")
+        return x if x.is_contiguous else x.copy(stream=stream)
+    if dtypes.npurt_dtype(info.elem_type) is None:
+        raise InvalidTypeError(f"{where} {info.name!r} has ONNX type {info.dtype}, which npurt devices do not hold")
+    try:
+        a = np.asarray(x)
+    except Exception as e:
+        raise InvalidTypeError(f"{where} {info.name!r}: cannot convert {type(x).__name__} to an array: {e}") from None
+    want = dtypes.numpy_dtype(info.dtype)
+    if a.dtype != want:
+        if isinstance(x, np.ndarray) or a.dtype.kind not in "biuf" or not np.can_cast(a.dtype, want, "same_kind"):
+            raise InvalidTypeError(f"{where} {info.name!r}: expected {info.dtype}, got {a.dtype}")
+        a = a.astype(want)
+    from ..array import to_device
+
+    return to_device(a if a.flags.c_contiguous else np.array(a, order="C"), dtype=info.dtype, device=device)
+
