@@ -2,7 +2,7 @@
 
 Modules: ``onnx_io`` (parsing, inputs/outputs, the optional ``onnx`` dependency),
 ``dtypes`` (the one ONNX / npurt / ACL element-type table), ``graph`` (load-time folding
-and the support check), ``fold`` (host evaluation of known values), ``ir`` (plan-time
+and the support check, host evaluation of known values), ``ir`` (plan-time
 values, slots, steps), ``ops/`` (one lowering per ONNX op), ``plan`` (per-signature plans
 and the executor), ``memplan`` (workspace offsets by lifetime), ``model`` (``Model``),
 ``backend`` (``onnx.backend.base.Backend`` for ONNX's conformance tests).

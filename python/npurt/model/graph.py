@@ -6,20 +6,68 @@ Which nodes need a kernel: a value is *plan-time known* if it is a constant, the
 ``Shape`` / ``Size``, or the output of a node whose inputs are all plan-time known (shape
 arithmetic); such nodes are evaluated on the host when a plan is built and need no kernel.
 Every other node must have a lowering whose npurt functions exist (``ops.missing``).
+
+Host evaluation (``host_eval``): known nodes are computed by ``onnx.reference`` (ONNX's
+executable specification), one node at a time with the model's opset imports, so npurt
+keeps no second host implementation of any operator; this runs at load and plan time only.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Set, Tuple
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
 from ..exceptions import InvalidValueError
 from . import onnx_io, ops
-from .fold import NEVER_FOLD, host_eval
 from .ir import Unsupported
 
 _SHAPE_SOURCES = frozenset({"Shape", "Size"})
+# Ops whose value must not be folded: random generators differ per run.
+NEVER_FOLD = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"})
+
+_lock = threading.Lock()
+
+
+def _evaluator(node: Any, arrays: Sequence[np.ndarray], opsets: Sequence[Any]) -> Any:
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    ins = []
+    for name, a in zip(node.input, arrays, strict=False):
+        if name and a is not None:
+            et = helper.np_dtype_to_tensor_dtype(a.dtype)
+            ins.append(helper.make_tensor_value_info(name, et, None))
+    outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    g = helper.make_graph([node], "fold", ins, outs)
+    m = helper.make_model(g, opset_imports=list(opsets))
+    return ReferenceEvaluator(m)
+
+
+def host_eval(node: Any, arrays: Sequence[np.ndarray], opsets: Sequence[Any], cache: Dict[int, Any], key: int) -> List[np.ndarray]:
+    """The outputs of ``node`` for known inputs (None entries are omitted inputs);
+    ``cache`` (the model's) keeps each node's evaluator under ``key`` (its position)."""
+    with _lock:
+        ev = cache.get(key)
+    try:
+        if ev is None:
+            ev = _evaluator(node, arrays, opsets)
+            with _lock:
+                cache[key] = ev
+        feeds = {n: a for n, a in zip(node.input, arrays, strict=False) if n}
+        outs = ev.run(None, feeds)
+    except Exception as e:
+        label = node.name or node.op_type
+        raise Unsupported(f"{label} ({node.op_type}): cannot evaluate its constant inputs at plan time: {type(e).__name__}: {e}") from None
+    res = []
+    for o in outs:
+        a = np.asarray(o)
+        if a.dtype == object:
+            raise InvalidValueError(f"{node.op_type}: folded to a non-tensor value")
+        res.append(a)
+    return res
+
 
 
 def _has_subgraph(node: Any) -> bool:

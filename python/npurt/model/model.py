@@ -157,7 +157,7 @@ class Model:
 
     def _upload(self, a: np.ndarray, name: str) -> DeviceArray:
         from . import dtypes
-        from .ops.common import DEVICE_DTYPES
+        from .ops import DEVICE_DTYPES
 
         dt = dtypes.from_numpy(a.dtype)
         if dt is None or dt not in DEVICE_DTYPES:

@@ -17,10 +17,9 @@ import numpy as np
 from ..array import DeviceArray, empty
 from ..exceptions import InvalidTypeError, InvalidValueError
 from . import dtypes, memplan, ops
-from .fold import NEVER_FOLD, host_eval
-from .graph import Graph
+from .graph import NEVER_FOLD, Graph, host_eval
 from .ir import Ctx, Slot, Step, Val
-from .ops.common import copy_into, need_dtype
+from .ops import copy_into, need_dtype
 
 
 def _strides(shape: Sequence[int]) -> List[int]:

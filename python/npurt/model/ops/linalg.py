@@ -11,8 +11,7 @@ import npurt
 
 from ...exceptions import InvalidValueError
 from ..ir import Ctx, Unsupported, Val
-from . import op
-from .common import FLOATS, bshape, copy_into, kernel, need_dtype
+from . import FLOATS, bshape, copy_into, kernel, need_dtype, op
 
 
 def _batched(ctx: Ctx, v: Val, batch: List[int], rows: int, cols: int) -> Val:

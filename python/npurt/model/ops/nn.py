@@ -12,8 +12,7 @@ import npurt
 
 from ...exceptions import InvalidValueError
 from ..ir import Ctx, Unsupported, Val
-from . import op, resolve
-from .common import FLOATS, ints, kernel, need_dtype
+from . import FLOATS, ints, kernel, need_dtype, op, resolve
 
 
 def _spatial(ctx: Ctx, attrs: dict, x: Val, kernel_shape: List[int], transpose: bool = False) -> Tuple[List[int], List[int], List[int]]:

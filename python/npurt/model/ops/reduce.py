@@ -10,8 +10,7 @@ import npurt
 
 from ...exceptions import InvalidValueError
 from ..ir import Ctx, Unsupported, Val
-from . import op
-from .common import FLOATS, axis_of, ints, kernel, need_dtype
+from . import FLOATS, axis_of, ints, kernel, need_dtype, op
 
 # op -> (npurt reduction, opset from which `axes` is an input)
 _REDUCE = {

@@ -16,8 +16,7 @@ import npurt
 
 from ...exceptions import InvalidValueError
 from ..ir import Ctx, Unsupported, Val
-from . import op, resolve
-from .common import axis_of, bshape, copy_into, ints, kernel, need_dtype
+from . import axis_of, bshape, copy_into, ints, kernel, need_dtype, op, resolve
 
 
 def _known(shape: List[int], dtype: str, value: Any) -> Val:
