@@ -101,14 +101,15 @@ def transformer_block(d=32, heads=4, ff=64, seed=0):
     return model, ref
 
 
-def conv_net(c_in=3, classes=10, seed=0):
-    """Conv-BN-Relu-MaxPool, a depthwise conv, global average pool, Flatten, Gemm: input
-    (N, c_in, 16, 16)."""
+def conv_net(c_in=3, classes=10, width=8, size=16, seed=0):
+    """Conv-BN-Relu-MaxPool, a depthwise conv, HardSwish, global average pool, Flatten,
+    Gemm: input (N, c_in, size, size), ``width`` channels."""
     rng = np.random.default_rng(seed)
-    w = {"cw1": (rng.standard_normal((8, c_in, 3, 3)) * 0.3).astype(np.float32), "cb1": (0.1 * rng.standard_normal(8)).astype(np.float32),
-         "bn_s": (1 + 0.1 * rng.standard_normal(8)).astype(np.float32), "bn_b": (0.1 * rng.standard_normal(8)).astype(np.float32),
-         "bn_m": (0.1 * rng.standard_normal(8)).astype(np.float32), "bn_v": (1 + 0.1 * rng.random(8)).astype(np.float32),
-         "dw": (rng.standard_normal((8, 1, 3, 3)) * 0.3).astype(np.float32), "fc": (rng.standard_normal((classes, 8)) * 0.3).astype(np.float32),
+    c = width
+    w = {"cw1": (rng.standard_normal((c, c_in, 3, 3)) * 0.3).astype(np.float32), "cb1": (0.1 * rng.standard_normal(c)).astype(np.float32),
+         "bn_s": (1 + 0.1 * rng.standard_normal(c)).astype(np.float32), "bn_b": (0.1 * rng.standard_normal(c)).astype(np.float32),
+         "bn_m": (0.1 * rng.standard_normal(c)).astype(np.float32), "bn_v": (1 + 0.1 * rng.random(c)).astype(np.float32),
+         "dw": (rng.standard_normal((c, 1, 3, 3)) * 0.3).astype(np.float32), "fc": (rng.standard_normal((classes, c)) * 0.3).astype(np.float32),
          "fcb": (0.1 * rng.standard_normal(classes)).astype(np.float32)}
     N = helper.make_node
     nodes = [
@@ -116,12 +117,36 @@ def conv_net(c_in=3, classes=10, seed=0):
         N("BatchNormalization", ["c1", "bn_s", "bn_b", "bn_m", "bn_v"], ["b1"], epsilon=1e-5),
         N("Relu", ["b1"], ["r1"]),
         N("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-        N("Conv", ["p1", "dw"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=8),
+        N("Conv", ["p1", "dw"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=c),
         N("HardSwish", ["c2"], ["h2"]),
         N("GlobalAveragePool", ["h2"], ["g"]),
         N("Flatten", ["g"], ["f"]),
         N("Gemm", ["f", "fc", "fcb"], ["y"], transB=1),
     ]
-    g = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", F, ["N", c_in, 16, 16])], [helper.make_tensor_value_info("y", F, ["N", classes])],
+    g = helper.make_graph(nodes, "convnet", [helper.make_tensor_value_info("x", F, ["N", c_in, size, size])], [helper.make_tensor_value_info("y", F, ["N", classes])],
                           initializer=[_init(k, v) for k, v in w.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), None
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    def conv3x3(x, k, b=None, groups=1):  # stride 1, pads 1
+        n, ci, h, wd = x.shape
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        co, cpg = k.shape[0], ci // groups
+        out = np.zeros((n, co, h, wd), np.float64)
+        for o in range(co):
+            g0 = (o // (co // groups)) * cpg
+            for dy in range(3):
+                for dx in range(3):
+                    out[:, o] += np.einsum("nchw,c->nhw", xp[:, g0:g0 + cpg, dy:dy + h, dx:dx + wd], k[o, :, dy, dx])
+        return out + (0 if b is None else b[None, :, None, None])
+
+    def ref(x):
+        y = conv3x3(x, w["cw1"], w["cb1"])
+        k = w["bn_s"] / np.sqrt(w["bn_v"] + 1e-5)
+        y = np.maximum(y * k[None, :, None, None] + (w["bn_b"] - w["bn_m"] * k)[None, :, None, None], 0)
+        n, ch, h, wd = y.shape
+        y = y.reshape(n, ch, h // 2, 2, wd // 2, 2).max(axis=(3, 5))
+        y = conv3x3(y, w["dw"], groups=c)
+        y = y * np.clip(y / 6 + 0.5, 0, 1)
+        return (y.mean(axis=(2, 3)) @ w["fc"].T + w["fcb"]).astype(np.float32)
+
+    return model, ref

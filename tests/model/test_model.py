@@ -178,3 +178,18 @@ def test_constant_folding_and_shape_parameters():
     (y,) = m.run([x, np.array([1, 6], np.int64)])
     assert y.shape == (1, 6)
     assert len(m._plans) == 2  # the shape input's value keys the plan
+
+
+def test_conv_net_or_a_load_time_refusal():
+    proto, ref = builders.conv_net()
+    from npurt.model import ops
+
+    gaps = [op for op in ("Conv", "MaxPool") if ops.missing(op)]
+    if gaps:  # the CNN kernels (npurt.nn) are not in this build: one error names the nodes
+        with pytest.raises(npurt.NotSupportedError) as e:
+            npurt.Model.load(proto)
+        assert all(f"{op}: needs npurt.nn." in str(e.value) for op in gaps), str(e.value)
+        return
+    m = npurt.Model.load(proto)
+    x = np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(m(x).to_host(), ref(x), rtol=1e-4, atol=1e-5)
