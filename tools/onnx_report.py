@@ -6,7 +6,10 @@ For every op npurt supports (``npurt.model.supported_ops()``): the cases testing
 (``collect_testcases()``, grouped by the op under test; ``_expanded`` cases count for
 their op), how many ran and passed, how many are refused by design (excluded by name or a
 dtype npurt devices do not hold; each must raise a typed npurt error) and how many failed.
-``--all`` also lists the ops npurt does not support (their case counts).
+``--all`` also lists the ops npurt does not support (their case counts); ``--models``
+also runs the wheel's model tests (``pytorch-converted/``, ``pytorch-operator/``,
+``simple/``, ``light/``) and prints, per directory, how many ran and matched and why the
+others were refused.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="also list unsupported ops")
     ap.add_argument("--failures", action="store_true", help="print each failure and refusal")
+    ap.add_argument("--models", action="store_true", help="also run the wheel's model tests")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import npurt
@@ -71,7 +75,51 @@ def main() -> int:
     print(f"\nnpurt supports {len(sup)} op types; refusals by reason:")
     for why, n in reasons.most_common():
         print(f"  {n:>4}  {why}")
-    return 1 if total["failed"] else 0
+    failed = total["failed"]
+    if args.models:
+        failed += models_report()
+    return 1 if failed else 0
+
+
+def models_report() -> int:
+    """Runs each model test of the wheel; prints counts per directory and refusal reasons."""
+    import time
+
+    import npurt
+    import test_onnx_models as tm
+
+    groups: dict = {}
+    for d in tm._DIRS:
+        groups.setdefault(os.path.basename(os.path.dirname(d)), []).append((os.path.basename(d), os.path.join(d, "model.onnx"), d))
+    groups["light"] = [(os.path.basename(p)[6:-5], p, None) for p in tm._LIGHT]
+    bad = 0
+    print(f"\n{'models':<20}{'total':>6}{'ran':>6}{'match':>6}{'refused':>8}")
+    reasons: Counter = Counter()
+    for group, items in groups.items():
+        ran = match = refused = 0
+        for name, path, d in items:
+            try:
+                npurt.Model.load(path)
+            except npurt.Error as e:
+                refused += 1
+                for part in str(e).split(": ", 1)[-1].split("; "):
+                    reasons[part.split(": ")[-1].split(" [")[0][:70]] += 1
+                continue
+            ran += 1
+            t = time.perf_counter()
+            try:
+                tm.test_stored_model(d) if d else tm.test_light_model(path)
+                match += 1
+            except AssertionError as e:
+                bad += 1
+                print(f"  MISMATCH {group}/{name}: {str(e)[:200]}")
+            if time.perf_counter() - t > 20:
+                print(f"  slow: {group}/{name} took {time.perf_counter() - t:.0f} s")
+        print(f"{group:<20}{len(items):>6}{ran:>6}{match:>6}{refused:>8}")
+    print("refusals by reason (a model may have several):")
+    for why, n in reasons.most_common(20):
+        print(f"  {n:>4}  {why}")
+    return bad
 
 
 if __name__ == "__main__":
