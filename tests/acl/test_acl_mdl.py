@@ -21,14 +21,26 @@ import builders  # noqa: E402
 H2D, D2H = acl.ACL_MEMCPY_HOST_TO_DEVICE, acl.ACL_MEMCPY_DEVICE_TO_HOST
 
 
+_ALLOCS = []
+
+
 @pytest.fixture
 def ctx():
     assert acl.rt.set_device(0) == 0
     c, ret = acl.rt.create_context(0)
     assert ret == 0
     yield c
+    while _ALLOCS:  # every acl.rt.malloc of the test (other tests check nothing is left)
+        assert acl.rt.free(_ALLOCS.pop()) == 0
     acl.rt.destroy_context(c)
     acl.rt.reset_device(0)
+
+
+def _malloc(n):
+    p, ret = acl.rt.malloc(n, 0)
+    assert ret == 0
+    _ALLOCS.append(p)
+    return p
 
 
 @pytest.fixture
@@ -42,8 +54,7 @@ def mlp_path(tmp_path):
 
 
 def _dev(a):
-    p, ret = acl.rt.malloc(a.nbytes, 0)
-    assert ret == 0
+    p = _malloc(a.nbytes)
     assert acl.rt.memcpy(p, a.nbytes, a.ctypes.data, a.nbytes, H2D) == 0
     return p
 
@@ -76,7 +87,7 @@ def test_load_describe_execute(ctx, mlp_path):
     assert acl.mdl.get_input_size_by_index(desc, 5) == 0
 
     x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
-    pin, pout = _dev(x), acl.rt.malloc(48, 0)[0]
+    pin, pout = _dev(x), _malloc(48)
     ins, outs = _ds((pin, x.nbytes)), _ds((pout, 48))
     assert acl.mdl.get_dataset_num_buffers(ins) == 1
     buf = acl.mdl.get_dataset_buffer(outs, 0)
@@ -89,7 +100,7 @@ def test_load_describe_execute(ctx, mlp_path):
 
     # execute_async on a stream; the seeds' 3-argument add_dataset_buffer.
     s, _ = acl.rt.create_stream()
-    pout2 = acl.rt.malloc(48, 0)[0]
+    pout2 = _malloc(48)
     outs2 = acl.mdl.create_dataset()
     assert acl.mdl.add_dataset_buffer(outs2, pout2, 48) == (outs2, 0)
     assert acl.mdl.execute_async(mid, ins, outs2, s) == 0
@@ -162,7 +173,7 @@ def test_dynamic_batch_from_buffer_size(ctx, tmp_path):
     assert acl.mdl.get_input_size_by_index(desc, 0) == 0
     for n in (1, 5):
         x = np.random.default_rng(n).standard_normal((n, 16)).astype(np.float32)
-        pin, pout = _dev(x), acl.rt.malloc(n * 16, 0)[0]
+        pin, pout = _dev(x), _malloc(n * 16)
         assert acl.mdl.execute(mid, _ds((pin, x.nbytes)), _ds((pout, n * 16))) == 0
         y = np.empty((n, 4), np.float32)
         acl.rt.memcpy(y.ctypes.data, y.nbytes, pout, y.nbytes, D2H)
