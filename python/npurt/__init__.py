@@ -18,6 +18,7 @@ from . import (
     logs,
     memory,
     profiler,  # noqa: E402,I001  (after the runtime types it records)
+    random,
 )
 from .array import *  # noqa: F403
 from .array import DeviceArray, to_device  # noqa: F401  (explicit for type checkers)
@@ -67,6 +68,7 @@ __all__ = array.__all__ + memory.__all__ + [
     "memory",
     "profile",
     "profiler",
+    "random",
     "reset_device",
     "set_device",
     "set_log_level",

@@ -31,6 +31,7 @@ __all__ = [
     "TaskFailedError",
     "StreamAbortedError",
     "NotSupportedError",
+    "EventStateError",
     "InternalError",
     "UnavailableError",
     "ForkedProcessError",
@@ -130,6 +131,14 @@ class StreamAbortedError(Error, RuntimeError):
     """The stream was force-destroyed and its queued work dropped (107023)."""
 
     _default = "ACL_ERROR_RT_STREAM_ABORT"
+
+
+class EventStateError(Error, RuntimeError):
+    """An event is not in the state the call needs: ``elapsed_time`` on an event without
+    timing or never recorded (107006), or not complete yet (507006). A RuntimeError, as
+    torch's."""
+
+    _default = "ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID"
 
 
 class NotSupportedError(Error, NotImplementedError):

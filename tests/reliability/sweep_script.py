@@ -11,6 +11,7 @@ import warnings
 
 import npurt
 import npurt.kernels as K
+import npurt.npu
 import numpy as np
 
 warnings.simplefilter("ignore")
@@ -35,6 +36,8 @@ def base_values():
         "priority": 0, "timing": False, "enable_timing": None, "memory_limit": None, "s": None,
         "force": False, "timeout": 1.0, "event": npurt.Event(), "other": npurt.Stream(), "end": npurt.Event(),
         "limit": None, "func": print, "o": x, "key": 0, "copy": None, "max_version": None, "dl_device": None,
+        "seed": 1, "new_state": bytes(16), "new_states": [], "low": 0.0, "high": 1.0, "mean": 0.0, "std": 1.0,
+        "obj": x, "debug_mode": 0,
     }
 
 
@@ -90,6 +93,10 @@ for name in npurt.__all__:
         sweep(f"npurt.{name}", f, skip=("native",))
         continue
     sweep(f"npurt.{name}", f)
+for name in npurt.random.__all__:
+    sweep(f"npurt.random.{name}", getattr(npurt.random, name))
+for name in ("device", "device_of", "StreamContext", "set_stream", "H2D", "D2H", "set_sync_debug_mode", "stream"):
+    sweep(f"npurt.npu.{name}", getattr(npurt.npu, name))
 for name in ("busy", "empty", "fault"):
     sweep(f"npurt.kernels.{name}", getattr(K, name), skip=() if name != "fault" else ("stream",))
 # the ones that change global state, with their dangerous values left out

@@ -79,6 +79,9 @@ pub enum ErrorKind {
     Internal,
     /// The runtime cannot be used in this process (a forked child, or after shutdown).
     Unavailable,
+    /// An event is not in a state the call needs (no timing, not recorded, not complete):
+    /// torch raises RuntimeError for these.
+    EventState,
 }
 
 /// Device, configuration and context errors.
@@ -270,7 +273,7 @@ impl EventError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::SyncTimeout { .. } => ErrorKind::Timeout,
-            _ => ErrorKind::InvalidValue,
+            Self::TimingDisabled | Self::NotRecorded | Self::NotComplete => ErrorKind::EventState,
         }
     }
 }

@@ -6,7 +6,9 @@
 //!   the memory layer): elementwise ([`unary`], [`binary`], [`cast`], [`copy`], [`axpy`],
 //!   [`fill`]), reductions ([`reduce`]), [`softmax`], [`log_softmax`], [`layer_norm`],
 //!   [`rms_norm`], [`matmul`] / [`gemm()`] (the Cube path, tiles computed by the `gemm`
-//!   crate), and data movement ([`permute`], [`transpose2d`], [`concat()`], [`slice()`]).
+//!   crate), data movement ([`permute`], [`transpose2d`], [`concat()`], [`slice()`]) and
+//!   random draws ([`random()`]: uniform and normal, from a device's counter-based
+//!   [`philox::Generator`]).
 //!
 //! Every tensor-kernel constructor validates shapes, dtypes, axes and aliasing *before*
 //! anything is queued and returns the kernel with a suggested block count
@@ -43,7 +45,9 @@ pub mod math;
 mod matmul;
 mod movement;
 mod norm;
+pub mod philox;
 pub mod plan;
+mod random;
 mod reduce;
 mod tensor;
 
@@ -59,6 +63,7 @@ pub use host::{AlignedBuffer, HostTensor};
 pub use matmul::{gemm, matmul, matmul_out_shape, GemmArgs};
 pub use movement::{concat, permute, slice, transpose2d};
 pub use norm::{layer_norm, log_softmax, rms_norm, softmax};
+pub use random::{blocks_needed, random, random_with_state, Distribution};
 pub use reduce::{reduce, reduce_out_shape, ReduceOp};
 pub use tensor::{broadcast_shapes, contiguous_strides, normalize_axes, normalize_axis, Keep, TensorView};
 

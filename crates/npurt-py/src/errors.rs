@@ -25,6 +25,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::NotSupported => "NotSupportedError",
         ErrorKind::Internal => "InternalError",
         ErrorKind::Unavailable => "UnavailableError",
+        ErrorKind::EventState => "EventStateError",
     }
 }
 

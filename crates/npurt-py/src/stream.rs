@@ -94,6 +94,21 @@ impl PyStream {
     fn id(&self) -> u64 {
         self.s.id()
     }
+    /// torch_npu's `npu_stream` (torch's `cuda_stream`): the stream's handle, its non-zero id.
+    #[getter]
+    fn npu_stream(&self) -> u64 {
+        self.s.id()
+    }
+    /// torch's `stream_id` (the same id).
+    #[getter]
+    fn stream_id(&self) -> u64 {
+        self.s.id()
+    }
+    /// torch's `device_index` (the same as `device`).
+    #[getter]
+    fn device_index(&self) -> u32 {
+        self.s.device()
+    }
     #[getter]
     fn is_default(&self) -> bool {
         self.s.is_default()

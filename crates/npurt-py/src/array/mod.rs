@@ -1,9 +1,11 @@
 //! `npurt._Array` (the native half of `npurt.DeviceArray`) and, in `ops.rs`, the
-//! kernel launch functions behind `npurt.add`, `npurt.matmul`... Argument conversion only:
+//! kernel launch functions behind `npurt.add`, `npurt.matmul`... (`random.rs`: the random
+//! kernels and the per-device generators' state). Argument conversion only:
 //! views, checks and stream bookkeeping live in `npurt_kernels::array`, the kernels in
 //! `npurt_kernels`. [`register`] adds all of them to the module (one table).
 
 mod ops;
+mod random;
 mod shapes;
 
 use crate::args::cast_arg;
@@ -172,5 +174,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArray>()?;
     m.add_function(wrap_pyfunction!(_empty, m)?)?;
     shapes::register(m)?;
+    random::register(m)?;
     ops::register(m)
 }
