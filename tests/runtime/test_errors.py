@@ -24,6 +24,7 @@ BUILTIN = {
     "StreamAbortedError": RuntimeError,
     "NotSupportedError": NotImplementedError,
     "InternalError": RuntimeError,
+    "EventStateError": RuntimeError,
 }
 
 
@@ -79,7 +80,7 @@ RAISERS = [
     ("priority_type", lambda: npurt.Stream(priority="x"), npurt.InvalidTypeError, 107000),
     ("device_id", lambda: npurt.Device(3), npurt.InvalidDeviceError, 107001),
     ("destroyed_stream", _destroyed, npurt.InvalidHandleError, 107017),
-    ("untimed_elapsed", lambda: npurt.Event().elapsed_time(npurt.Event()), npurt.Error, 107006),
+    ("untimed_elapsed", lambda: npurt.Event().elapsed_time(npurt.Event()), npurt.EventStateError, 107006),
     ("kernel_fault", _kernel_fault, npurt.TaskFailedError, 507015),
     ("stream_timeout", _timeout, npurt.WaitTimeoutError, 507046),
     ("wrong_context", lambda: npurt.Stream(device=1).__enter__(), npurt.WrongContextError, 107003),
