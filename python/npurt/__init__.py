@@ -40,12 +40,14 @@ from .exceptions import *  # noqa: F403
 from .exceptions import Error, OutOfMemoryError, WaitTimeoutError
 from .logs import get_log_level, set_log_level
 from .memory import *  # noqa: F403  (DeviceBuffer, malloc, memcpy, memory_stats, ...)
+from . import ipc  # noqa: E402
+from .ipc import *  # noqa: F403  (ipc_import, ipc_import_array, set_ipc_shareable, ...)
 from .profiler import profile
 from .stream import Stream, current_stream, default_stream, stream
 
 __version__ = _npurt.__version__
 
-__all__ = array.__all__ + memory.__all__ + [
+__all__ = array.__all__ + memory.__all__ + ipc.__all__ + [
     "Context",
     "Device",
     "Error",
@@ -61,6 +63,7 @@ __all__ = array.__all__ + memory.__all__ + [
     "get_config",
     "get_device_properties",
     "get_log_level",
+    "ipc",
     "isa_info",
     "kernels",
     "live_counts",
@@ -77,6 +80,7 @@ __all__ = array.__all__ + memory.__all__ + [
 ]
 
 live_counts = _npurt.live_counts
+ipc._register_reducers()
 
 # Runtime logs to `logging` (its exit flush is registered first, so it runs after the
 # runtime's teardown below and delivers the teardown's warnings).

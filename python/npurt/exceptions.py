@@ -36,6 +36,12 @@ __all__ = [
     "UnavailableError",
     "ForkedProcessError",
     "ShutdownError",
+    "IpcError",
+    "IpcNotShareableError",
+    "IpcInvalidKeyError",
+    "IpcPermissionError",
+    "IpcStaleKeyError",
+    "IpcClosedKeyError",
 ]
 
 
@@ -163,3 +169,30 @@ class ForkedProcessError(UnavailableError):
 
 class ShutdownError(UnavailableError):
     """Used after npurt's own teardown at interpreter exit (507000)."""
+
+
+class IpcError(Error, RuntimeError):
+    """Sharing device memory with another process failed (507022); see the subclasses."""
+
+    _default = "ACL_ERROR_RT_IPC_ERROR"
+
+
+class IpcNotShareableError(IpcError, ValueError):
+    """The memory is not from a shareable pool: allocate with ``shareable=True`` (or set
+    ``NPURT_IPC_SHAREABLE=1``) to export it (507022)."""
+
+
+class IpcInvalidKeyError(IpcError, ValueError):
+    """A malformed key, or one its exporter never issued (a forged key) (507022)."""
+
+
+class IpcPermissionError(IpcError, PermissionError):
+    """This process is not on the key's whitelist (507022)."""
+
+
+class IpcStaleKeyError(IpcError):
+    """The exporter freed the memory, reset its device or exited (507022)."""
+
+
+class IpcClosedKeyError(IpcError):
+    """The exporter closed the key (507022)."""

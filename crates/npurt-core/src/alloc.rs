@@ -41,20 +41,37 @@ pub fn active_memory(id: i64) -> Result<Option<Arc<DeviceMemory>>> {
 /// applies.
 #[inline]
 pub fn malloc(nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    malloc_ex(nbytes, policy, None)
+}
+
+/// [`malloc`] that says whether the memory must be shareable with other processes
+/// (`None`: the process default, [`memory::shareable_default`]).
+#[inline]
+pub fn malloc_ex(nbytes: usize, policy: PagePolicy, shareable: Option<bool>) -> Result<DeviceBuffer> {
     let ctx = current::current_context()?;
-    memory::malloc_charged(ctx.0.quota.get(), &ctx.0.mem, nbytes, policy)
+    memory::malloc_charged(ctx.0.quota.get(), &ctx.0.mem, nbytes, policy, shareable)
 }
 
 /// [`malloc`] for a `device=` argument: none, or the current context's device, allocates
 /// through the current context (its memory limit applies); another device allocates on that
 /// device's memory (starting it if needed) outside any context's limit.
 pub fn malloc_for(device: Option<i64>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    malloc_for_ex(device, nbytes, policy, None)
+}
+
+/// [`malloc_for`] with [`malloc_ex`]'s `shareable`.
+pub fn malloc_for_ex(
+    device: Option<i64>,
+    nbytes: usize,
+    policy: PagePolicy,
+    shareable: Option<bool>,
+) -> Result<DeviceBuffer> {
     match device {
-        None => malloc(nbytes, policy),
+        None => malloc_ex(nbytes, policy, shareable),
         Some(id) if current::current_context_strict().ok().map(|c| c.device() as i64) == Some(id) => {
-            malloc(nbytes, policy)
+            malloc_ex(nbytes, policy, shareable)
         }
-        Some(id) => memory::malloc_on(&device_memory(id)?, nbytes, policy),
+        Some(id) => memory::malloc_on_ex(&device_memory(id)?, nbytes, policy, shareable),
     }
 }
 
@@ -108,7 +125,11 @@ pub fn owns_address(addr: usize) -> bool {
     };
     (0..n as i64).any(|id| match active_memory(id) {
         Ok(Some(mem)) => {
-            mem.pool.owns(addr) || mem.pools().iter().any(|p| p.pool.owns(addr)) || mem.find_dedicated(addr).is_some()
+            mem.pool.owns(addr)
+                || mem.pools().iter().any(|p| p.pool.owns(addr))
+                || mem.find_dedicated(addr).is_some()
+                || mem.share.pool().is_some_and(|p| p.owns(addr))
+                || mem.share.imported_at(addr).is_some()
         }
         _ => false,
     })

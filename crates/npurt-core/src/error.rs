@@ -51,6 +51,7 @@ acl_codes! {
     REPORT_TIMEOUT = 507012,
     AICORE_TIMEOUT = 507014,
     AICORE_EXCEPTION = 507015,
+    IPC_ERROR = 507022,
     STREAM_SYNC_TIMEOUT = 507046,
     EVENT_SYNC_TIMEOUT = 507047,
     DRV_INTERNAL_ERROR = 507899,
@@ -82,6 +83,8 @@ pub enum ErrorKind {
     /// An event is not in a state the call needs (no timing, not recorded, not complete):
     /// torch raises RuntimeError for these.
     EventState,
+    /// Cross-process memory sharing ([`IpcError`]).
+    Ipc,
 }
 
 /// Device, configuration and context errors.
@@ -281,6 +284,8 @@ impl EventError {
 /// Memory errors come from `npurt-mem`.
 pub use npurt_mem::MemError;
 
+pub use crate::ipc_error::IpcError;
+
 /// Misuse of a buffer handle, a memory pool, or a copy's sizes (the checks `npurt-core`
 /// does before any byte is touched).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -329,6 +334,8 @@ pub enum Error {
     Mem(#[from] std::sync::Arc<MemError>),
     #[error(transparent)]
     Buffer(#[from] BufferError),
+    #[error(transparent)]
+    Ipc(#[from] IpcError),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
@@ -351,6 +358,7 @@ impl Error {
                 name: e.name(),
             },
             Error::Buffer(e) => e.code(),
+            Error::Ipc(e) => e.code(),
             Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
         }
     }
@@ -368,6 +376,7 @@ impl Error {
                 _ => ErrorKind::Internal,
             },
             Error::Buffer(e) => e.kind(),
+            Error::Ipc(_) => ErrorKind::Ipc,
             Error::InvalidArgument(_) => ErrorKind::InvalidValue,
         }
     }

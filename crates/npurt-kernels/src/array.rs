@@ -117,7 +117,38 @@ impl DeviceArray {
     /// [`empty`](Self::empty) for a `device=` argument (None: the current device):
     /// [`alloc::malloc_for`] decides which context's memory limit applies, as for `malloc`.
     pub fn empty_for(device: Option<i64>, dtype: DType, shape: Vec<usize>) -> Result<Self, ArrayError> {
-        Self::empty_with(dtype, shape, |n| alloc::malloc_for(device, n, PagePolicy::HugeFirst))
+        Self::empty_for_ex(device, dtype, shape, None)
+    }
+
+    /// [`empty_for`](Self::empty_for) that says whether the memory must be shareable with
+    /// other processes (`None`: the process default; see [`alloc::malloc_ex`]).
+    pub fn empty_for_ex(
+        device: Option<i64>,
+        dtype: DType,
+        shape: Vec<usize>,
+        shareable: Option<bool>,
+    ) -> Result<Self, ArrayError> {
+        Self::empty_with(dtype, shape, |n| {
+            alloc::malloc_for_ex(device, n, PagePolicy::HugeFirst, shareable)
+        })
+    }
+
+    /// An array over an existing buffer (e.g. one imported from another process): the
+    /// view is checked to lie inside it; no last writer yet.
+    pub fn from_buffer(
+        buf: DeviceBuffer,
+        offset_bytes: usize,
+        dtype: DType,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+    ) -> Result<Self, ArrayError> {
+        let view = view(&buf, offset_bytes, dtype, shape, strides)?;
+        Ok(DeviceArray {
+            buf,
+            view,
+            offset: offset_bytes,
+            writer: Arc::new(Mutex::new(None)),
+        })
     }
 
     fn empty_with(

@@ -25,6 +25,16 @@ pub struct SegmentEvent {
 /// into the pool.
 pub type SegmentObserver = Arc<dyn Fn(&SegmentEvent) + Send + Sync>;
 
+/// Asked before the pool maps a segment, and told when one is released: how device room
+/// shared with other processes is charged (npurt-core's shared status region). Both are
+/// called with the pool lock held and must be quick (atomics, no blocking).
+pub trait ReserveGate: Send + Sync {
+    /// Takes `bytes` of shared room, or says why not (the OutOfMemory's `what`).
+    fn try_reserve(&self, bytes: usize) -> Result<(), String>;
+    /// Gives back `bytes` taken with [`try_reserve`](Self::try_reserve).
+    fn release(&self, bytes: usize);
+}
+
 /// Pool configuration.
 #[derive(Clone)]
 pub struct PoolConfig {
@@ -58,6 +68,12 @@ pub struct PoolConfig {
     pub trim_before_growth: bool,
     /// Segment map/unmap observer (see [`SegmentObserver`]).
     pub segment_observer: Option<SegmentObserver>,
+    /// Cross-process room for new segments (see [`ReserveGate`]).
+    pub reserve_gate: Option<Arc<dyn ReserveGate>>,
+    /// Map every segment as a sealed memfd ([`crate::Segment::map_shared`]) so that its
+    /// blocks can be exported to other processes ([`crate::CachingPool::share`]). Such
+    /// segments get hugetlb pages or normal ones, never THP. `HugeOnly` then means hugetlb.
+    pub shareable: bool,
 }
 
 impl PoolConfig {
@@ -73,6 +89,8 @@ impl PoolConfig {
             large_segment: None,
             trim_before_growth: true,
             segment_observer: None,
+            reserve_gate: None,
+            shareable: false,
         }
     }
 }
@@ -89,6 +107,8 @@ impl std::fmt::Debug for PoolConfig {
             .field("large_segment", &self.large_segment)
             .field("trim_before_growth", &self.trim_before_growth)
             .field("segment_observer", &self.segment_observer.is_some())
+            .field("reserve_gate", &self.reserve_gate.is_some())
+            .field("shareable", &self.shareable)
             .finish()
     }
 }

@@ -98,14 +98,23 @@ impl CachingPool {
                     }
                 }
             }
-            match self.plan(&st, size, pool) {
+            let planned = self.plan(&st, size, pool).map_err(String::from).and_then(|s| {
+                // The device's room shared with other processes (one CAS when there is one).
+                st.gate.as_ref().map_or(Ok(()), |g| g.try_reserve(s)).map(|()| s)
+            });
+            match planned {
                 Ok(seg_size) => {
                     st.in_flight += seg_size;
                     drop(st);
                     drop(std::mem::take(&mut garbage));
-                    let res = Segment::map_with(seg_size, self.policy, self.mode());
+                    let res = self.map_segment(seg_size);
                     st = self.state.lock();
                     st.in_flight -= seg_size;
+                    if res.is_err() {
+                        if let Some(g) = &st.gate {
+                            g.release(seg_size);
+                        }
+                    }
                     let seg = match res {
                         Ok(seg) => seg,
                         Err(MemError::Os {
@@ -121,17 +130,26 @@ impl CachingPool {
                     // then use it and unmap the new segment instead of keeping both.
                     if let Some(i) = st.take_free(pool, size) {
                         let addr = st.split_and_allocate(i, size, requested);
+                        if let Some(g) = &st.gate {
+                            g.release(seg_size);
+                        }
                         drop(st);
                         drop(seg);
                         return Ok(addr);
                     }
                     // hugetlb mappings are whole 2 MiB pages: use (and count) all of it
                     // when the limit allows.
-                    let usable = if seg.len() > seg_size && st.reserved + st.in_flight + seg.len() <= lim {
-                        seg.len()
-                    } else {
-                        seg_size
+                    let extra_ok = |st: &crate::state::State| {
+                        st.gate
+                            .as_ref()
+                            .map_or(true, |g| g.try_reserve(seg.len() - seg_size).is_ok())
                     };
+                    let usable =
+                        if seg.len() > seg_size && st.reserved + st.in_flight + seg.len() <= lim && extra_ok(&st) {
+                            seg.len()
+                        } else {
+                            seg_size
+                        };
                     let bi = st.add_segment(seg, usable, pool, false);
                     return Ok(st.split_and_allocate(bi, size, requested));
                 }
@@ -145,7 +163,7 @@ impl CachingPool {
                         }
                         _ => {
                             st.stats.num_ooms += 1;
-                            return Err(self.oom(&st, requested, what, lim));
+                            return Err(self.oom(&st, requested, &what, lim));
                         }
                     }
                 }

@@ -18,6 +18,22 @@ pub struct BlockInfo {
     pub offset: usize,
 }
 
+/// What another process needs to map part of a shareable pool's segment
+/// ([`CachingPool::share`](crate::CachingPool::share)).
+#[derive(Debug)]
+pub struct SharedRegion {
+    /// A new descriptor of the segment's sealed memfd.
+    pub fd: std::os::fd::OwnedFd,
+    /// Offset of the mapping in the memfd (page aligned; 2 MiB for hugetlb).
+    pub map_offset: usize,
+    /// Bytes to map (whole pages covering the range).
+    pub map_len: usize,
+    /// Offset of the range's first byte inside that mapping.
+    pub data_offset: usize,
+    /// Page kind of the segment.
+    pub page_kind: PageKind,
+}
+
 /// State of a block in a [`SegmentSnapshot`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockStatus {

@@ -68,6 +68,7 @@ mod grow;
 mod host;
 mod info;
 mod lifecycle;
+mod memfd;
 pub mod page;
 mod pinned;
 mod pool;
@@ -76,10 +77,11 @@ mod state;
 pub mod stats;
 
 pub use align::{acl_malloc, acl_malloc_align32_size, acl_malloc_size, acl_policy};
-pub use config::{PoolConfig, SegmentEvent, SegmentObserver};
+pub use config::{PoolConfig, ReserveGate, SegmentEvent, SegmentObserver};
 pub use error::{human_bytes, MemError};
 pub use host::HostAlloc;
-pub use info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot};
+pub use info::{BlockInfo, BlockSnapshot, BlockStatus, SegmentSnapshot, SharedRegion};
+pub use memfd::SHARE_SEALS;
 pub use page::{
     smaps_anon_huge_bytes, smaps_rss_bytes, thp_enabled, thp_mode, HugePageMode, PageKind, PagePolicy, ThpMode,
     HUGEPAGES_ENV,

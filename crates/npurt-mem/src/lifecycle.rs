@@ -59,6 +59,9 @@ impl State {
     /// Tells the segment observer, if any, about a segment added or released.
     #[inline]
     pub(crate) fn tell_segment(&self, mapped: bool, addr: usize, size: usize, page_kind: PageKind, pool: usize) {
+        if let (false, Some(g)) = (mapped, &self.gate) {
+            g.release(size);
+        }
         if let Some(f) = &self.on_segment {
             f(&SegmentEvent {
                 mapped,
@@ -125,7 +128,7 @@ impl State {
 impl Drop for State {
     /// The pool is going away: its remaining segments unmap now.
     fn drop(&mut self) {
-        if self.on_segment.is_some() {
+        if self.on_segment.is_some() || self.gate.is_some() {
             for rec in self.segs.iter().flatten() {
                 self.tell_segment(false, rec.seg.addr(), rec.usable, rec.seg.page_kind(), rec.pool);
             }

@@ -23,6 +23,7 @@ pub struct CachingPool {
     pub(crate) grow: bool,
     pub(crate) large_segment: Option<usize>,
     pub(crate) trim_before_growth: bool,
+    pub(crate) shareable: bool,
 }
 
 impl std::fmt::Debug for CachingPool {
@@ -56,6 +57,9 @@ impl CachingPool {
         let mut st = State::new(max_split, !cfg.grow);
         st.exact_segments = cfg.large_segment.is_none();
         st.on_segment = cfg.segment_observer.clone();
+        if cfg.grow {
+            st.gate = cfg.reserve_gate.clone(); // a fixed pool's room is its owner's business
+        }
         if !cfg.grow {
             let usable = round_down(cfg.capacity, MIN_BLOCK);
             if usable == 0 {
@@ -64,7 +68,8 @@ impl CachingPool {
                     reason: "fixed pool smaller than 512 bytes",
                 });
             }
-            let seg = Segment::map_with(usable, cfg.policy, cfg.huge_mode.unwrap_or_else(HugePageMode::from_env))?;
+            let mode = cfg.huge_mode.unwrap_or_else(HugePageMode::from_env);
+            let seg = crate::memfd::map_for_pool(usable, cfg.policy, mode, cfg.shareable)?;
             let bi = st.add_segment(seg, usable, LARGE, true);
             st.insert_free(bi);
         }
@@ -77,6 +82,7 @@ impl CachingPool {
             grow: cfg.grow,
             large_segment: cfg.large_segment,
             trim_before_growth: cfg.trim_before_growth,
+            shareable: cfg.shareable,
         })
     }
 
@@ -107,6 +113,16 @@ impl CachingPool {
 
     pub(crate) fn mode(&self) -> HugePageMode {
         self.huge_mode.unwrap_or_else(HugePageMode::from_env)
+    }
+
+    /// Maps a new segment of `size` bytes for this pool (a sealed memfd if shareable).
+    pub(crate) fn map_segment(&self, size: usize) -> Result<Segment, MemError> {
+        crate::memfd::map_for_pool(size, self.policy, self.mode(), self.shareable)
+    }
+
+    /// True if the pool maps memfd segments whose blocks can be [`share`](Self::share)d.
+    pub fn is_shareable(&self) -> bool {
+        self.shareable
     }
 
     pub(crate) fn effective_limit(&self, st: &State) -> usize {

@@ -10,7 +10,7 @@
 //!
 //! [`HugePageMode`] (`NPURT_HUGEPAGES`) can switch rungs off.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
 use crate::align::round_up;
@@ -23,10 +23,10 @@ const MAX_MAP: usize = 1 << 56;
 /// An owned, read-write, private (or memfd-shared) mapping; unmapped on drop.
 #[derive(Debug)]
 pub struct Segment {
-    ptr: NonNull<u8>,
-    len: usize,
-    kind: PageKind,
-    fd: Option<OwnedFd>,
+    pub(crate) ptr: NonNull<u8>,
+    pub(crate) len: usize,
+    pub(crate) kind: PageKind,
+    pub(crate) fd: Option<OwnedFd>,
 }
 
 // SAFETY: a Segment exclusively owns its mapping (plain memory, no thread affinity);
@@ -37,7 +37,12 @@ unsafe impl Send for Segment {}
 unsafe impl Sync for Segment {}
 
 /// Raw anonymous/shared mmap; returns the start or the OS error.
-fn raw_mmap(len: usize, flags: libc::c_int, fd: RawFd) -> Result<NonNull<u8>, MemError> {
+pub(crate) fn raw_mmap(
+    len: usize,
+    flags: libc::c_int,
+    fd: RawFd,
+    offset: libc::off_t,
+) -> Result<NonNull<u8>, MemError> {
     // SAFETY: a fresh mapping with a null hint never aliases existing Rust objects;
     // the kernel validates len/flags/fd and reports failure as MAP_FAILED.
     let p = unsafe {
@@ -47,7 +52,7 @@ fn raw_mmap(len: usize, flags: libc::c_int, fd: RawFd) -> Result<NonNull<u8>, Me
             libc::PROT_READ | libc::PROT_WRITE,
             flags,
             fd,
-            0,
+            offset,
         )
     };
     if p == libc::MAP_FAILED {
@@ -115,7 +120,7 @@ impl Segment {
     fn try_hugetlb(size: usize) -> Option<Segment> {
         let len = round_up(size, HUGE_PAGE_SIZE)?;
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_2MB;
-        let ptr = raw_mmap(len, flags, -1).ok()?;
+        let ptr = raw_mmap(len, flags, -1, 0).ok()?;
         Some(Segment {
             ptr,
             len,
@@ -128,7 +133,7 @@ impl Segment {
         let ps = page_size();
         let len = round_up(size, ps).expect("checked size");
         let total = len + HUGE_PAGE_SIZE;
-        let base = raw_mmap(total, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)?;
+        let base = raw_mmap(total, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)?;
         let b = base.as_ptr() as usize;
         let start = round_up(b, HUGE_PAGE_SIZE).expect("address space");
         let head = start - b;
@@ -155,7 +160,7 @@ impl Segment {
 
     fn map_normal(size: usize, no_huge: bool) -> Result<Segment, MemError> {
         let len = round_up(size, page_size()).expect("checked size");
-        let ptr = raw_mmap(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)?;
+        let ptr = raw_mmap(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)?;
         if no_huge {
             // Refusal (e.g. kernels without THP) is harmless: pages are normal anyway.
             madvise(ptr, len, libc::MADV_NOHUGEPAGE);
@@ -165,57 +170,6 @@ impl Segment {
             len,
             kind: PageKind::Normal,
             fd: None,
-        })
-    }
-
-    /// A shareable segment backed by `memfd_create` (`MAP_SHARED`), whose [`fd`](Self::fd)
-    /// can be passed to another process and mapped there. Honours `NPURT_HUGEPAGES`.
-    ///
-    /// Above 1 MiB a hugetlb memfd (`MFD_HUGETLB`) is tried first when the mode allows
-    /// it. Otherwise the pages are [`PageKind::Normal`]: THP for shared memory is
-    /// governed by `shmem_enabled`, which is `never` on the target machines, and
-    /// `MADV_HUGEPAGE` on shmem would only report eligibility it never gets.
-    pub fn map_shared(size: usize) -> Result<Segment, MemError> {
-        Segment::map_shared_with(size, HugePageMode::from_env())
-    }
-
-    /// [`map_shared`](Self::map_shared) with an explicit mode.
-    pub fn map_shared_with(size: usize, mode: HugePageMode) -> Result<Segment, MemError> {
-        check_size(size)?;
-        if mode.allows_hugetlb() && size > HUGE_MIN_REQUEST {
-            let len = round_up(size, HUGE_PAGE_SIZE).expect("checked size");
-            let flags = libc::MFD_CLOEXEC | libc::MFD_HUGETLB | libc::MFD_HUGE_2MB;
-            if let Ok(seg) = Segment::memfd_map(len, flags, PageKind::HugeTlb) {
-                return Ok(seg);
-            }
-        }
-        let len = round_up(size, page_size()).expect("checked size");
-        Segment::memfd_map(len, libc::MFD_CLOEXEC, PageKind::Normal)
-    }
-
-    fn memfd_map(len: usize, flags: libc::c_uint, kind: PageKind) -> Result<Segment, MemError> {
-        // SAFETY: the name is a valid NUL-terminated C string; memfd_create returns a
-        // new descriptor or -1.
-        let raw = unsafe { libc::memfd_create(c"npurt-segment".as_ptr(), flags) };
-        if raw < 0 {
-            return Err(MemError::last_os("memfd_create"));
-        }
-        // SAFETY: `raw` is a freshly created descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let off = libc::off_t::try_from(len).map_err(|_| MemError::InvalidSize {
-            size: len,
-            reason: "too large for a memfd",
-        })?;
-        // SAFETY: ftruncate on a descriptor we own.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), off) } != 0 {
-            return Err(MemError::last_os("ftruncate"));
-        }
-        let ptr = raw_mmap(len, libc::MAP_SHARED, fd.as_raw_fd())?;
-        Ok(Segment {
-            ptr,
-            len,
-            kind,
-            fd: Some(fd),
         })
     }
 
@@ -269,7 +223,7 @@ impl Drop for Segment {
     }
 }
 
-fn check_size(size: usize) -> Result<(), MemError> {
+pub(crate) fn check_size(size: usize) -> Result<(), MemError> {
     if size == 0 {
         return Err(MemError::InvalidSize {
             size,

@@ -65,6 +65,8 @@ pub(crate) struct State {
     pub exact_segments: bool,
     /// Told about every segment added or released ([`crate::SegmentObserver`]).
     pub on_segment: Option<crate::config::SegmentObserver>,
+    /// Charged for every segment (released in [`State::tell_segment`]).
+    pub gate: Option<std::sync::Arc<dyn crate::config::ReserveGate>>,
 }
 
 #[inline]
@@ -93,6 +95,7 @@ impl State {
             fixed,
             exact_segments: false,
             on_segment: None,
+            gate: None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! class also deriving from the matching builtin); this module picks the class for an
 //! [`ErrorKind`] and raises it with the message, the ACL code and the ACL name.
 
-use npurt_core::error::DeviceError;
+use npurt_core::error::{DeviceError, IpcError};
 use npurt_core::{AclCode, Error, ErrorKind};
 use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
@@ -26,6 +26,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Internal => "InternalError",
         ErrorKind::Unavailable => "UnavailableError",
         ErrorKind::EventState => "EventStateError",
+        ErrorKind::Ipc => "IpcError",
     }
 }
 
@@ -46,12 +47,25 @@ pub(crate) fn to_py(e: Error) -> PyErr {
     let class = match &e {
         Error::Device(DeviceError::Forked) => "ForkedProcessError",
         Error::Device(DeviceError::ShutDown) => "ShutdownError",
+        Error::Ipc(i) => ipc_class(i),
         _ => class_name(e.kind()),
     };
     Python::attach(|py| {
         crate::profiler::on_error(py, &e);
         raise(py, class, e.to_string(), acl.code, acl.name)
     })
+}
+
+fn ipc_class(e: &IpcError) -> &'static str {
+    match e {
+        IpcError::NotShareable { .. } => "IpcNotShareableError",
+        IpcError::MalformedKey { .. } | IpcError::UnknownKey { .. } => "IpcInvalidKeyError",
+        IpcError::NotPermitted { .. } => "IpcPermissionError",
+        IpcError::Stale { .. } => "IpcStaleKeyError",
+        IpcError::Closed { .. } => "IpcClosedKeyError",
+        IpcError::Timeout { .. } => "WaitTimeoutError",
+        _ => "IpcError",
+    }
 }
 
 /// An argument of the wrong type: `npurt.InvalidTypeError` (also a `TypeError`), code 107000.

@@ -198,6 +198,8 @@ fn pool_name(p: MemPoolKind) -> String {
         MemPoolKind::Device => "device".into(),
         MemPoolKind::Pool(id) => format!("mempool {id}"),
         MemPoolKind::Dedicated => "dedicated".into(),
+        MemPoolKind::Shareable => "shareable".into(),
+        MemPoolKind::Imported => "imported".into(),
     }
 }
 

@@ -17,6 +17,7 @@ mod fault;
 mod gil;
 mod history;
 mod host;
+mod ipc;
 mod isa;
 mod kernels;
 mod logs;
@@ -53,6 +54,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     isa::register(m)?;
     kernels::register(m)?;
     memory::register(m)?;
+    ipc::register(m)?;
     host::register(m)?;
     pybuf::register(m)?;
     mempool::register(m)?;

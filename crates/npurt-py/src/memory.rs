@@ -107,6 +107,46 @@ impl PyDeviceBuffer {
         lock(&self.buf).as_ref().and_then(|b| b.pool_id())
     }
 
+    /// True if the memory can be exported to another process (shareable pool, shareable
+    /// MemPool, or imported memory).
+    #[getter]
+    fn shareable(&self) -> bool {
+        lock(&self.buf).as_ref().is_some_and(|b| b.is_shareable())
+    }
+    /// True for memory imported from another process (npurt.ipc_import).
+    #[getter]
+    fn imported(&self) -> bool {
+        lock(&self.buf).as_ref().is_some_and(|b| b.is_imported())
+    }
+    /// For imported memory: whether the exporting process still runs (None otherwise).
+    /// The memory stays valid either way.
+    #[getter]
+    fn exporter_alive(&self) -> Option<bool> {
+        lock(&self.buf).as_ref().and_then(npurt_core::ipc::exporter_alive)
+    }
+
+    /// A key (a str of 63 characters) another process passes to npurt.ipc_import to map
+    /// this memory (`offset`/`nbytes`: a part of it). Only the processes in `pids` may
+    /// import it (more can be added with npurt.ipc_set_import_pid); `open=True` lets anyone
+    /// who has the key import it. npurt.IpcNotShareableError unless the memory is shareable.
+    #[pyo3(signature = (pids=None, *, open=None, offset=0, nbytes=None))]
+    fn ipc_export(
+        &self,
+        pids: Option<&Bound<'_, PyAny>>,
+        open: Option<&Bound<'_, PyAny>>,
+        offset: usize,
+        nbytes: Option<usize>,
+    ) -> PyResult<String> {
+        let access = crate::ipc::access_arg(pids, open, false)?;
+        crate::ipc::export_buffer(&self.handle()?, offset, nbytes.unwrap_or(0), access)
+    }
+
+    /// The key pickling uses (any process of this user may import it; reused for the same
+    /// buffer while it is live).
+    fn _ipc_share_key(&self) -> PyResult<String> {
+        crate::ipc::export_buffer(&self.handle()?, 0, 0, npurt_core::ipc::Access::SameUser)
+    }
+
     /// Frees the buffer (stream-ordered). A second free raises npurt.MemoryFreeError (207002).
     fn free(&self) -> PyResult<()> {
         free_slot(&self.buf, self.addr, |b| b.free())
@@ -188,20 +228,25 @@ pub(crate) fn memory_for(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> P
 /// "huge_first" (default), "huge_only" (OutOfMemoryError 207001 when no huge pages can be
 /// had) or "normal_only". `device`: an id or Device (default: the current device). Inside
 /// `with pool:` (an npurt.MemPool of that device) the memory comes from the pool.
+/// `shareable=True`: from the device's shareable pool (memfd pages other processes can
+/// map: DeviceBuffer.ipc_export); None: the process default (npurt.set_ipc_shareable,
+/// NPURT_IPC_SHAREABLE).
 #[pyfunction]
-#[pyo3(signature = (nbytes, policy=None, device=None), text_signature = "(nbytes, policy=\"huge_first\", device=None)")]
+#[pyo3(signature = (nbytes, policy=None, device=None, shareable=None), text_signature = "(nbytes, policy=\"huge_first\", device=None, shareable=None)")]
 pub(crate) fn malloc(
     py: Python<'_>,
     nbytes: &Bound<'_, PyAny>,
     policy: Option<&Bound<'_, PyAny>>,
     device: Option<&Bound<'_, PyAny>>,
+    shareable: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyDeviceBuffer> {
     let n = size_arg(nbytes, "nbytes")?;
     let policy = policy_arg(policy)?;
     let dev = device.filter(|d| !d.is_none()).map(device_id).transpose()?;
+    let shareable = crate::args::opt_bool_arg(shareable, "shareable")?;
     // Which context `device=` means (and so whether its memory limit applies) is core's
     // rule: `alloc::malloc_for`.
-    let alloc = || alloc::malloc_for(dev, n, policy);
+    let alloc = || alloc::malloc_for_ex(dev, n, policy, shareable);
     // Small blocks come from the pool's caches in tens of nanoseconds; a large request may
     // map or unmap segments (or fault huge pages in), and another device may have to start,
     // so those run without the GIL.

@@ -34,11 +34,17 @@ impl PyMemPool {
 #[pymethods]
 impl PyMemPool {
     #[new]
-    #[pyo3(signature = (size, device=None))]
-    fn new(py: Python<'_>, size: &Bound<'_, PyAny>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    #[pyo3(signature = (size, device=None, shareable=None))]
+    fn new(
+        py: Python<'_>,
+        size: &Bound<'_, PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+        shareable: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let n = size_arg(size, "size")?;
+        let shareable = crate::args::opt_bool_arg(shareable, "shareable")?.unwrap_or(false);
         let mem = memory_for(py, device)?;
-        let p = py.detach(|| MemPool::new(&mem, n)).py_err()?;
+        let p = py.detach(|| MemPool::new_ex(&mem, n, shareable)).py_err()?;
         Ok(Self {
             id: p.id(),
             device: p.device(),

@@ -99,6 +99,15 @@ class DeviceArray:
     def __repr__(self) -> str:
         return f"<npurt.DeviceArray shape={self.shape} dtype={self._a.dtype} device={self.device}>"
 
+    # -- sharing with other processes ---------------------------------------------------
+    def ipc_export(self, pids: Any = None, *, open: Any = None) -> str:
+        """A key another process passes to :func:`npurt.ipc_import_array` to map this array
+        (its buffer, shape, dtype and strides). Waits for the array's queued writes first.
+        Only ``pids`` (and this process) may import it unless ``open=True``; the array
+        must be shareable (``npurt.empty(..., shareable=True)``...), else
+        :class:`npurt.IpcNotShareableError`."""
+        return _npurt._ipc_export_array(self._a, pids, open)
+
     # -- views -----------------------------------------------------------------------
     def _view(self, shape: Sequence[int], strides: Sequence[int], offset: Optional[int] = None) -> "DeviceArray":
         off = self._a.offset if offset is None else offset

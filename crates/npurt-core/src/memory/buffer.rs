@@ -37,6 +37,14 @@ pub(crate) enum Owner {
     Pool(Arc<PoolInner>),
     /// A segment of its own (`NormalOnly`, or `HugeOnly` when the pool had no huge pages).
     Dedicated { _seg: Segment, guard: DedicatedGuard },
+    /// A block of the device's shareable pool (memfd segments; see `shareable.rs`).
+    Shareable(Arc<DeviceMemory>),
+    /// Another process's memory mapped here (`ipc::import`); the lease drops after the unmap.
+    Imported {
+        _seg: Segment,
+        guard: super::shareable::ImportGuard,
+        _lease: Box<dyn std::any::Any + Send + Sync>,
+    },
     /// No memory: a record kept in a thread's spare list for reuse.
     Vacant,
 }
@@ -71,6 +79,8 @@ impl BufferInner {
             Owner::Device(m) => m,
             Owner::Pool(p) => &p.mem,
             Owner::Dedicated { guard, .. } => &guard.mem,
+            Owner::Shareable(m) => m,
+            Owner::Imported { guard, .. } => &guard.mem,
             Owner::Vacant => unreachable!("a vacant record has no handle"),
         }
     }
@@ -97,6 +107,9 @@ impl BufferInner {
             Owner::Pool(p) => drop(p.pool.free(self.addr)),
             // The segment unmaps, then the guard gives the room back.
             Owner::Dedicated { _seg, guard } => drop((_seg, guard)),
+            Owner::Shareable(m) => super::shareable::free(&m, self.addr, self.nbytes),
+            // Unmap, forget the range, then tell the exporter (the lease closes).
+            Owner::Imported { _seg, guard, _lease } => drop((_seg, guard, _lease)),
             Owner::Device(_) | Owner::Vacant => {}
         }
     }
@@ -105,6 +118,8 @@ impl BufferInner {
         match &self.owner {
             Owner::Pool(p) => MemPoolKind::Pool(p.id),
             Owner::Dedicated { .. } => MemPoolKind::Dedicated,
+            Owner::Shareable(_) => MemPoolKind::Shareable,
+            Owner::Imported { .. } => MemPoolKind::Imported,
             Owner::Device(_) | Owner::Vacant => MemPoolKind::Device,
         }
     }
@@ -113,7 +128,8 @@ impl BufferInner {
         match &self.owner {
             Owner::Device(m) => m.pool.lookup(self.addr).map(|b| b.page_kind),
             Owner::Pool(p) => p.pool.lookup(self.addr).map(|b| b.page_kind),
-            Owner::Dedicated { _seg, .. } => Some(_seg.page_kind()),
+            Owner::Dedicated { _seg, .. } | Owner::Imported { _seg, .. } => Some(_seg.page_kind()),
+            Owner::Shareable(m) => m.share.pool()?.lookup(self.addr).map(|b| b.page_kind),
             Owner::Vacant => None,
         }
     }
@@ -312,6 +328,35 @@ impl DeviceBuffer {
         self.0.pool_kind()
     }
 
+    /// True if the memory can be exported to another process ([`crate::ipc`]): a block
+    /// of the shareable pool or of a shareable `MemPool`, or memory imported from another
+    /// process (which can be passed on).
+    pub fn is_shareable(&self) -> bool {
+        match &self.0.owner {
+            Owner::Shareable(_) | Owner::Imported { .. } => true,
+            Owner::Pool(p) => p.pool.is_shareable(),
+            _ => false,
+        }
+    }
+
+    /// The lease of an imported buffer (`ipc`'s connection to the exporter).
+    pub(crate) fn imported_lease(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        match &self.0.owner {
+            Owner::Imported { _lease, .. } => Some(_lease.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// True for memory imported from another process.
+    pub fn is_imported(&self) -> bool {
+        matches!(self.0.owner, Owner::Imported { .. })
+    }
+
+    /// A handle that does not keep the memory alive ([`WeakBuffer::upgrade`]).
+    pub fn downgrade(&self) -> WeakBuffer {
+        WeakBuffer(Arc::downgrade(&self.0))
+    }
+
     /// Fails if the buffer was freed or its device was reset.
     #[inline]
     pub fn check(&self) -> Result<()> {
@@ -351,6 +396,19 @@ impl DeviceBuffer {
             return Err(MemError::DoubleFree { addr: self.addr() }.into());
         }
         Ok(())
+    }
+}
+
+/// A non-owning handle of a [`DeviceBuffer`]: the memory goes back when the last
+/// `DeviceBuffer` is dropped, whatever weak handles exist.
+#[derive(Clone)]
+pub struct WeakBuffer(std::sync::Weak<BufferInner>);
+
+impl WeakBuffer {
+    /// The buffer, if some `DeviceBuffer` (a user's handle, a queued operation) still holds it.
+    pub fn upgrade(&self) -> Option<DeviceBuffer> {
+        let a = self.0.upgrade()?;
+        (!a.vacant).then(|| DeviceBuffer(ManuallyDrop::new(a)))
     }
 }
 

@@ -37,6 +37,8 @@ pub struct DeviceMemory {
     pub(crate) pool: CachingPool,
     capacity: usize,
     ext: Mutex<External>,
+    /// The shareable pool and imported ranges (`shareable.rs`).
+    pub(crate) share: super::shareable::ShareState,
 }
 
 impl std::fmt::Debug for DeviceMemory {
@@ -64,6 +66,7 @@ impl DeviceMemory {
             pool,
             capacity,
             ext: Mutex::new(External::default()),
+            share: Default::default(),
         }))
     }
 
@@ -218,6 +221,9 @@ impl DeviceMemory {
         for p in &pools {
             s.merge(&p.pool.stats());
         }
+        if let Some(p) = self.share.pool() {
+            s.merge(&p.stats());
+        }
         s.capacity = self.capacity as u64;
         s.limit = quota.map(|q| q as u64);
         s
@@ -232,7 +238,8 @@ impl DeviceMemory {
     fn ext_allocated(&self) -> u64 {
         let pools = self.pools();
         let dedicated = self.ext.lock().stats.allocated_bytes[0].current;
-        dedicated + pools.iter().map(|p| p.pool.allocated_bytes() as u64).sum::<u64>()
+        let shareable = self.share.pool().map_or(0, |p| p.allocated_bytes() as u64);
+        dedicated + shareable + pools.iter().map(|p| p.pool.allocated_bytes() as u64).sum::<u64>()
     }
 
     /// Bytes reserved on the device: mapped by the pools and dedicated segments
@@ -266,7 +273,7 @@ impl DeviceMemory {
 
     /// Returns the caching pool's unused cached segments to the OS; the bytes released.
     pub fn empty_cache(&self) -> usize {
-        self.pool.empty_cache()
+        self.pool.empty_cache() + self.share.pool().map_or(0, |p| p.empty_cache())
     }
 
     /// torch's `set_per_process_memory_fraction`: the device's reserved memory (all pools)
@@ -369,6 +376,9 @@ impl DeviceMemory {
             .collect();
         for p in self.pools() {
             out.extend(p.pool.snapshot().into_iter().map(|s| (MemPoolKind::Pool(p.id), s)));
+        }
+        if let Some(p) = self.share.pool() {
+            out.extend(p.snapshot().into_iter().map(|s| (MemPoolKind::Shareable, s)));
         }
         let ext = self.ext.lock();
         for (&base, &(mapped, requested, kind)) in &ext.dedicated {

@@ -74,6 +74,10 @@ pub enum MemPoolKind {
     Pool(u64),
     /// A segment of its own (`NormalOnly`, or `HugeOnly` without huge pages in the pool).
     Dedicated,
+    /// The device's shareable pool (memfd segments other processes can map).
+    Shareable,
+    /// Memory imported from another process (no segment events: the exporter's).
+    Imported,
 }
 
 /// One memory event (see the module docs).

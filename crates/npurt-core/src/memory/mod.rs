@@ -36,10 +36,11 @@ pub mod events;
 mod host;
 mod pool;
 mod quota;
+mod shareable;
 mod view;
 
 pub use any::AnyBuffer;
-pub use buffer::{Buffer, DeviceBuffer};
+pub use buffer::{Buffer, DeviceBuffer, WeakBuffer};
 pub use copy::{
     copy_size, memcpy, memcpy_async, memcpy_async_from_slice, memset, memset_async, read, try_memcpy_async,
     try_memcpy_async_from_staging, try_memset_async, write,
@@ -49,6 +50,8 @@ pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffe
 pub use npurt_mem::{BlockStatus, PageKind, PagePolicy, PinnedStats, PoolStats, SegmentSnapshot};
 pub use pool::{exit_pool, MemPool};
 pub(crate) use quota::CtxQuota;
+pub(crate) use shareable::{imported, region};
+pub use shareable::{set_shareable_default, shareable_default, SHAREABLE_ENV};
 
 pub use view::BufferView;
 
@@ -67,9 +70,21 @@ use std::sync::Arc;
 /// thread-local lookup when no limit is set.
 #[inline]
 pub fn malloc_on(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+    malloc_on_ex(mem, nbytes, policy, None)
+}
+
+/// [`malloc_on`] that says whether the memory must be shareable with other processes
+/// (`None`: the process default, [`shareable_default`]; see `shareable.rs` for the rule).
+#[inline]
+pub fn malloc_on_ex(
+    mem: &Arc<DeviceMemory>,
+    nbytes: usize,
+    policy: PagePolicy,
+    shareable: Option<bool>,
+) -> Result<DeviceBuffer> {
     match current::quota_on(mem.device) {
-        None => alloc_plain(mem, nbytes, policy),
-        Some(q) => malloc_charged(Some(&q), mem, nbytes, policy),
+        None => alloc_plain(mem, nbytes, policy, shareable),
+        Some(q) => malloc_charged(Some(&q), mem, nbytes, policy, shareable),
     }
 }
 
@@ -80,9 +95,10 @@ pub(crate) fn malloc_charged(
     mem: &Arc<DeviceMemory>,
     nbytes: usize,
     policy: PagePolicy,
+    shareable: Option<bool>,
 ) -> Result<DeviceBuffer> {
     let Some(q) = quota else {
-        return alloc_plain(mem, nbytes, policy);
+        return alloc_plain(mem, nbytes, policy, shareable);
     };
     let charged = q
         .charge(nbytes, || {
@@ -93,7 +109,7 @@ pub(crate) fn malloc_charged(
                 tell_oom(e, mem.device, nbytes);
             }
         })?;
-    match alloc_plain(mem, nbytes, policy) {
+    match alloc_plain(mem, nbytes, policy, shareable) {
         Ok(b) if charged > 0 => Ok(b.charged_to(q.clone(), charged)),
         Ok(b) => Ok(b),
         Err(e) => {
@@ -104,8 +120,13 @@ pub(crate) fn malloc_charged(
 }
 
 #[inline]
-fn alloc_plain(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
-    let r = alloc_untold(mem, nbytes, policy);
+fn alloc_plain(
+    mem: &Arc<DeviceMemory>,
+    nbytes: usize,
+    policy: PagePolicy,
+    shareable: Option<bool>,
+) -> Result<DeviceBuffer> {
+    let r = alloc_untold(mem, nbytes, policy, shareable);
     if events::is_active() {
         tell_alloc(&r, mem.device, nbytes);
     }
@@ -152,13 +173,24 @@ fn tell_oom(e: &crate::Error, device: u32, nbytes: usize) {
 }
 
 #[inline]
-fn alloc_untold(mem: &Arc<DeviceMemory>, nbytes: usize, policy: PagePolicy) -> Result<DeviceBuffer> {
+fn alloc_untold(
+    mem: &Arc<DeviceMemory>,
+    nbytes: usize,
+    policy: PagePolicy,
+    shareable: Option<bool>,
+) -> Result<DeviceBuffer> {
     mem.check_alive()?;
     if crate::fault::armed() && crate::fault::fires(crate::fault::Fault::Alloc) {
         return Err(mem.injected_oom(nbytes));
     }
+    // An entered MemPool wins, unless shareable memory is asked for and the pool is not.
     if let Some(p) = pool::routed(mem.device) {
-        return p.alloc(nbytes);
+        if shareable != Some(true) || p.pool.is_shareable() {
+            return p.alloc(nbytes);
+        }
+    }
+    if shareable.unwrap_or_else(shareable_default) {
+        return shareable::alloc(mem, nbytes, policy);
     }
     match policy {
         PagePolicy::HugeFirst => {
@@ -275,6 +307,22 @@ pub fn resolve_in(mem: &DeviceMemory, addr: usize, nbytes: usize) -> Result<Reso
         })
     }) {
         Some(r)
+    } else if let Some(b) = mem.share.pool().and_then(|p| p.lookup(addr)) {
+        Some(Resolved {
+            base: b.base,
+            offset: b.offset,
+            size: b.size,
+            page_kind: b.page_kind,
+            pool: None,
+        })
+    } else if let Some((base, len)) = mem.share.imported_at(addr) {
+        Some(Resolved {
+            base,
+            offset: addr - base,
+            size: len,
+            page_kind: PageKind::Normal,
+            pool: None,
+        })
     } else {
         mem.find_dedicated(addr).map(|(base, size, kind)| Resolved {
             base,

@@ -121,6 +121,12 @@ impl MemPool {
     /// Maps a pool of `size` bytes (rounded down to 512) on the device of `mem`; fails
     /// with OutOfMemory if the device (or its quota) has no such room.
     pub fn new(mem: &Arc<DeviceMemory>, size: usize) -> Result<MemPool> {
+        MemPool::new_ex(mem, size, false)
+    }
+
+    /// [`new`](Self::new); `shareable`: one sealed memfd segment, so its blocks can be
+    /// exported to other processes (normal pages: shared memory gets no THP).
+    pub fn new_ex(mem: &Arc<DeviceMemory>, size: usize, shareable: bool) -> Result<MemPool> {
         mem.check_alive()?;
         let usable = round_down(size, MIN_BLOCK);
         if usable == 0 {
@@ -139,6 +145,7 @@ impl MemPool {
         let pool = CachingPool::new(PoolConfig {
             policy: PagePolicy::HugeFirst,
             grow: false,
+            shareable,
             segment_observer: Some(events::segment_observer(mem.device, MemPoolKind::Pool(id))),
             ..PoolConfig::new(usable)
         })?;
@@ -165,6 +172,10 @@ impl MemPool {
     /// Bytes the pool holds.
     pub fn size(&self) -> usize {
         self.0.size
+    }
+    /// True if its blocks can be exported to other processes.
+    pub fn is_shareable(&self) -> bool {
+        self.0.pool.is_shareable()
     }
     /// True once [`destroy`](Self::destroy)ed.
     pub fn is_destroyed(&self) -> bool {

@@ -151,21 +151,26 @@ impl PyArray {
 
 /// A new contiguous array (contents unspecified) from the device's caching pool.
 #[pyfunction]
-#[pyo3(signature = (shape, dtype, device=None))]
+#[pyo3(signature = (shape, dtype, device=None, shareable=None))]
 pub(crate) fn _empty(
     py: Python<'_>,
     shape: Vec<usize>,
     dtype: &str,
     device: Option<&Bound<'_, PyAny>>,
+    shareable: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyArray> {
     let dt = dtype_arg(dtype)?;
     let dev = device.filter(|d| !d.is_none()).map(device_id).transpose()?;
+    let shareable = crate::args::opt_bool_arg(shareable, "shareable")?;
     // As `malloc`: which context `device=` means is `alloc::malloc_for`'s rule; a large
     // request may map segments and another device may have to start, so those run
     // without the GIL.
     let nbytes = shape.iter().fold(dt.itemsize(), |n, &d| n.saturating_mul(d));
     let hint = if dev.is_some() { usize::MAX } else { nbytes };
-    let a = detach_above(py, hint, GIL_FREE_ALLOC, || DeviceArray::empty_for(dev, dt, shape)).map_err(array_err)?;
+    let a = detach_above(py, hint, GIL_FREE_ALLOC, || {
+        DeviceArray::empty_for_ex(dev, dt, shape, shareable)
+    })
+    .map_err(array_err)?;
     Ok(PyArray { a })
 }
 
