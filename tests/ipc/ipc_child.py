@@ -11,9 +11,8 @@ class name and message.
 import json
 import sys
 
-import numpy as np
-
 import npurt
+import numpy as np
 
 
 def run(step: dict) -> dict:

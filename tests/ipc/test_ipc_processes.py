@@ -12,10 +12,9 @@ import subprocess
 import sys
 import time
 
+import npurt
 import numpy as np
 import pytest
-
-import npurt
 
 CHILD = os.path.join(os.path.dirname(__file__), "ipc_child.py")
 TIMEOUT = 120

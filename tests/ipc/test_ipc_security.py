@@ -7,10 +7,9 @@ import os
 import subprocess
 import sys
 
+import npurt
 import numpy as np
 import pytest
-
-import npurt
 
 CHILD = os.path.join(os.path.dirname(__file__), "ipc_child.py")
 TIMEOUT = 120

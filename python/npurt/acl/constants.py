@@ -57,6 +57,13 @@ ACL_RT_SUCCESS = 0
 # table (npurt_core::AclCode::ALL), not written again here.
 globals().update(_npurt._acl_error_codes())
 
+# --- IPC memory (aclrtIpcMemGetExportKey / aclrtIpcMemImportByKey flags) ---------------
+ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT = 0x0  # pid whitelist on
+ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION = 0x1
+ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT = 0x0
+ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS = 0x1
+ACL_IPC_MEM_KEY_LEN = 65  # the key buffer of aclrtIpcMemGetExportKey (npurt's keys: 63 chars)
+
 # --- aclrtMemMallocPolicy --------------------------------------------------------------
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 ACL_MEM_MALLOC_HUGE_ONLY = 1

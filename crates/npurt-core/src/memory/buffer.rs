@@ -70,7 +70,7 @@ pub(crate) struct BufferInner {
     /// next allocation on that device reuses the record without touching the device's
     /// reference count; a spare can thus keep a reset device's (emptied) `DeviceMemory`
     /// object alive until the thread allocates elsewhere or exits.
-    vacant: bool,
+    pub(super) vacant: bool,
 }
 
 impl BufferInner {
@@ -328,35 +328,6 @@ impl DeviceBuffer {
         self.0.pool_kind()
     }
 
-    /// True if the memory can be exported to another process ([`crate::ipc`]): a block
-    /// of the shareable pool or of a shareable `MemPool`, or memory imported from another
-    /// process (which can be passed on).
-    pub fn is_shareable(&self) -> bool {
-        match &self.0.owner {
-            Owner::Shareable(_) | Owner::Imported { .. } => true,
-            Owner::Pool(p) => p.pool.is_shareable(),
-            _ => false,
-        }
-    }
-
-    /// The lease of an imported buffer (`ipc`'s connection to the exporter).
-    pub(crate) fn imported_lease(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
-        match &self.0.owner {
-            Owner::Imported { _lease, .. } => Some(_lease.as_ref()),
-            _ => None,
-        }
-    }
-
-    /// True for memory imported from another process.
-    pub fn is_imported(&self) -> bool {
-        matches!(self.0.owner, Owner::Imported { .. })
-    }
-
-    /// A handle that does not keep the memory alive ([`WeakBuffer::upgrade`]).
-    pub fn downgrade(&self) -> WeakBuffer {
-        WeakBuffer(Arc::downgrade(&self.0))
-    }
-
     /// Fails if the buffer was freed or its device was reset.
     #[inline]
     pub fn check(&self) -> Result<()> {
@@ -396,19 +367,6 @@ impl DeviceBuffer {
             return Err(MemError::DoubleFree { addr: self.addr() }.into());
         }
         Ok(())
-    }
-}
-
-/// A non-owning handle of a [`DeviceBuffer`]: the memory goes back when the last
-/// `DeviceBuffer` is dropped, whatever weak handles exist.
-#[derive(Clone)]
-pub struct WeakBuffer(std::sync::Weak<BufferInner>);
-
-impl WeakBuffer {
-    /// The buffer, if some `DeviceBuffer` (a user's handle, a queued operation) still holds it.
-    pub fn upgrade(&self) -> Option<DeviceBuffer> {
-        let a = self.0.upgrade()?;
-        (!a.vacant).then(|| DeviceBuffer(ManuallyDrop::new(a)))
     }
 }
 

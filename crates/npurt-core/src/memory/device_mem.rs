@@ -268,6 +268,9 @@ impl DeviceMemory {
         for p in self.pools() {
             p.pool.reset_peak_stats();
         }
+        if let Some(p) = self.share.pool() {
+            p.reset_peak_stats();
+        }
         self.ext.lock().stats.reset_peaks();
     }
 

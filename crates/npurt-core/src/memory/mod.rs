@@ -40,7 +40,7 @@ mod shareable;
 mod view;
 
 pub use any::AnyBuffer;
-pub use buffer::{Buffer, DeviceBuffer, WeakBuffer};
+pub use buffer::{Buffer, DeviceBuffer};
 pub use copy::{
     copy_size, memcpy, memcpy_async, memcpy_async_from_slice, memset, memset_async, read, try_memcpy_async,
     try_memcpy_async_from_staging, try_memset_async, write,
@@ -51,7 +51,7 @@ pub use npurt_mem::{BlockStatus, PageKind, PagePolicy, PinnedStats, PoolStats, S
 pub use pool::{exit_pool, MemPool};
 pub(crate) use quota::CtxQuota;
 pub(crate) use shareable::{imported, region};
-pub use shareable::{set_shareable_default, shareable_default, SHAREABLE_ENV};
+pub use shareable::{set_shareable_default, shareable_default, WeakBuffer, SHAREABLE_ENV};
 
 pub use view::BufferView;
 

@@ -21,7 +21,8 @@
 //! on the target machines): blocks report `normal` (or `hugetlb` when a hugetlb memfd
 //! could be had); `memory_stats()["page_bytes.normal"]` counts them.
 
-use super::buffer::{DeviceBuffer, Owner};
+use super::buffer::{BufferInner, DeviceBuffer, Owner};
+use std::mem::ManuallyDrop;
 use super::device_mem::DeviceMemory;
 use super::events::{self, MemPoolKind};
 use crate::error::Result;
@@ -198,5 +199,49 @@ pub(crate) struct ImportGuard {
 impl Drop for ImportGuard {
     fn drop(&mut self) {
         self.mem.share.remove_imported(self.base);
+    }
+}
+
+impl DeviceBuffer {
+    /// True if the memory can be exported to another process ([`crate::ipc`]): a block
+    /// of the shareable pool or of a shareable `MemPool`, or memory imported from another
+    /// process (which can be passed on).
+    pub fn is_shareable(&self) -> bool {
+        match &self.0.owner {
+            Owner::Shareable(_) | Owner::Imported { .. } => true,
+            Owner::Pool(p) => p.pool.is_shareable(),
+            _ => false,
+        }
+    }
+
+    /// The lease of an imported buffer (`ipc`'s connection to the exporter).
+    pub(crate) fn imported_lease(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        match &self.0.owner {
+            Owner::Imported { _lease, .. } => Some(_lease.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// True for memory imported from another process.
+    pub fn is_imported(&self) -> bool {
+        matches!(self.0.owner, Owner::Imported { .. })
+    }
+
+    /// A handle that does not keep the memory alive ([`WeakBuffer::upgrade`]).
+    pub fn downgrade(&self) -> WeakBuffer {
+        WeakBuffer(Arc::downgrade(&self.0))
+    }
+}
+
+/// A non-owning handle of a [`DeviceBuffer`]: the memory goes back when the last
+/// `DeviceBuffer` is dropped, whatever weak handles exist.
+#[derive(Clone)]
+pub struct WeakBuffer(std::sync::Weak<BufferInner>);
+
+impl WeakBuffer {
+    /// The buffer, if some `DeviceBuffer` (a user's handle, a queued operation) still holds it.
+    pub fn upgrade(&self) -> Option<DeviceBuffer> {
+        let a = self.0.upgrade()?;
+        (!a.vacant).then(|| DeviceBuffer(ManuallyDrop::new(a)))
     }
 }
