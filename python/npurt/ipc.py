@@ -62,10 +62,7 @@ def ipc_import_array(key: str, device: Any = None, timeout: Optional[float] = No
 
 def ipc_set_import_pid(key: str, pids: Union[int, Iterable[int]]) -> None:
     """Lets ``pids`` import a key this process exported (``aclrtIpcMemSetImportPid``)."""
-    from .array.util import operator_index
-
-    lst = [pids] if isinstance(pids, int) else list(pids)
-    _npurt._ipc_set_import_pids(key, [operator_index(p, "pids") for p in lst])
+    _npurt._ipc_set_import_pids(key, pids)
 
 
 def ipc_close(key: str) -> None:

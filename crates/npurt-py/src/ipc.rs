@@ -26,18 +26,27 @@ pub(crate) fn access_arg(
     }
     let list = match pids.filter(|p| !p.is_none()) {
         None => Vec::new(),
-        Some(p) if p.extract::<i64>().is_ok() && !p.is_instance_of::<pyo3::types::PyBool>() => {
-            vec![int_arg(p, "pids", i64::MIN, i64::MAX)?]
-        }
-        Some(p) => {
-            let it = p
-                .try_iter()
-                .map_err(|_| type_error(format!("pids must be an int or a list of ints, not {}", type_name(p))))?;
-            it.map(|x| int_arg(&x?, "pids", i64::MIN, i64::MAX))
-                .collect::<PyResult<Vec<_>>>()?
-        }
+        Some(p) => pids_arg(p)?,
     };
     Access::pids(&list).py_err()
+}
+
+/// An int or an iterable of ints (typed errors otherwise; range checked by core).
+fn pids_arg(p: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    let one = |x: &Bound<'_, PyAny>| int_arg(x, "pids", i64::MIN, i64::MAX);
+    if p.is_instance_of::<pyo3::types::PyInt>() || (p.hasattr("__index__")? && !p.hasattr("__iter__")?) {
+        return Ok(vec![one(p)?]);
+    }
+    if p.is_instance_of::<pyo3::types::PyString>() || p.is_instance_of::<pyo3::types::PyBytes>() {
+        return Err(type_error(format!(
+            "pids must be an int or a list of ints, not {}",
+            type_name(p)
+        )));
+    }
+    let it = p
+        .try_iter()
+        .map_err(|_| type_error(format!("pids must be an int or a list of ints, not {}", type_name(p))))?;
+    it.map(|x| one(&x?)).collect()
 }
 
 /// Exports `[offset, offset + nbytes)` of a buffer (nbytes 0: to the end).
@@ -119,7 +128,8 @@ fn _ipc_import_array(
 
 /// Adds pids to the whitelist of a key this process exported (aclrtIpcMemSetImportPid).
 #[pyfunction]
-fn _ipc_set_import_pids(key: &Bound<'_, PyAny>, pids: Vec<i64>) -> PyResult<()> {
+fn _ipc_set_import_pids(key: &Bound<'_, PyAny>, pids: &Bound<'_, PyAny>) -> PyResult<()> {
+    let pids = pids_arg(pids)?;
     ipc::set_import_pids(&str_arg(key, "key")?, &pids).py_err()
 }
 

@@ -129,15 +129,20 @@ impl PyDeviceBuffer {
     /// this memory (`offset`/`nbytes`: a part of it). Only the processes in `pids` may
     /// import it (more can be added with npurt.ipc_set_import_pid); `open=True` lets anyone
     /// who has the key import it. npurt.IpcNotShareableError unless the memory is shareable.
-    #[pyo3(signature = (pids=None, *, open=None, offset=0, nbytes=None))]
+    #[pyo3(signature = (pids=None, *, open=None, offset=None, nbytes=None))]
     fn ipc_export(
         &self,
         pids: Option<&Bound<'_, PyAny>>,
         open: Option<&Bound<'_, PyAny>>,
-        offset: usize,
-        nbytes: Option<usize>,
+        offset: Option<&Bound<'_, PyAny>>,
+        nbytes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<String> {
         let access = crate::ipc::access_arg(pids, open, false)?;
+        let offset = crate::args::opt_size_arg(offset, "offset")?.unwrap_or(0);
+        let nbytes = crate::args::opt_size_arg(nbytes, "nbytes")?;
+        if nbytes == Some(0) {
+            return Err(crate::errors::value_error("ipc_export: nbytes must be > 0"));
+        }
         crate::ipc::export_buffer(&self.handle()?, offset, nbytes.unwrap_or(0), access)
     }
 

@@ -22,13 +22,13 @@
 //! could be had); `memory_stats()["page_bytes.normal"]` counts them.
 
 use super::buffer::{BufferInner, DeviceBuffer, Owner};
-use std::mem::ManuallyDrop;
 use super::device_mem::DeviceMemory;
 use super::events::{self, MemPoolKind};
 use crate::error::Result;
 use npurt_mem::{CachingPool, PagePolicy, PoolConfig, ReserveGate, SharedRegion};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -73,7 +73,7 @@ impl ShareState {
         self.pool.get()
     }
 
-    /// Base and length of the imported mapping containing `addr`.
+    /// Base and length of the imported buffer containing `addr`.
     pub(crate) fn imported_at(&self, addr: usize) -> Option<(usize, usize)> {
         let m = self.imported.lock();
         let (&base, &len) = m.range(..=addr).next_back()?;
@@ -176,11 +176,12 @@ pub(crate) fn imported(
     nbytes: usize,
     lease: Box<dyn std::any::Any + Send + Sync>,
 ) -> DeviceBuffer {
-    let (base, len) = (seg.addr(), seg.len());
-    mem.share.add_imported(base, len);
+    // The buffer's own range (not the whole mapping): raw-pointer lookups resolve to it.
+    let base = seg.addr() + data_offset;
+    mem.share.add_imported(base, nbytes);
     let guard = ImportGuard { mem: mem.clone(), base };
     DeviceBuffer::new(
-        base + data_offset,
+        base,
         nbytes,
         Owner::Imported {
             _seg: seg,
