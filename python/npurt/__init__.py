@@ -39,8 +39,8 @@ from .device import (
 from .event import Event
 from .exceptions import *  # noqa: F403
 from .exceptions import Error, OutOfMemoryError, WaitTimeoutError
-from .logs import get_log_level, set_log_level
 from .ipc import *  # noqa: F403  (ipc_import, ipc_import_array, set_ipc_shareable, ...)
+from .logs import get_log_level, set_log_level
 from .memory import *  # noqa: F403  (DeviceBuffer, malloc, memcpy, memory_stats, ...)
 from .profiler import profile
 from .stream import Stream, current_stream, default_stream, stream
