@@ -18,6 +18,7 @@ from . import (
     kernels,
     logs,
     memory,
+    nn,
     profiler,  # noqa: E402,I001  (after the runtime types it records)
     random,
 )
@@ -69,6 +70,7 @@ __all__ = array.__all__ + memory.__all__ + ipc.__all__ + [
     "live_counts",
     "logs",
     "memory",
+    "nn",
     "profile",
     "profiler",
     "random",

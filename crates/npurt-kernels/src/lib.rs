@@ -44,6 +44,7 @@ mod layout;
 pub mod math;
 mod matmul;
 mod movement;
+pub mod nn;
 mod norm;
 pub mod philox;
 pub mod plan;
@@ -57,7 +58,10 @@ pub use half;
 pub use array::{ArrayError, DeviceArray};
 pub use busy::Busy;
 pub use dtype::{Bool8, DType, Elem};
-pub use elementwise::{axpy, binary, cast, copy, fill, unary, BinaryOp, Operand, Scalar, UnaryOp};
+pub use elementwise::{
+    activation, axpy, binary, cast, compare, copy, fill, pow, unary, where_, Activation, BinaryOp, CompareOp, Operand,
+    Scalar, UnaryOp,
+};
 pub use error::KernelArgError;
 pub use host::{AlignedBuffer, HostTensor};
 pub use matmul::{gemm, matmul, matmul_out_shape, GemmArgs};

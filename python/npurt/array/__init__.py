@@ -4,7 +4,8 @@
 
 Modules: ``device_array`` holds the class; ``creation`` (``empty``... ``to_device``), ``ops``
 (elementwise, casts, reductions, softmax, norms), ``linalg`` (``matmul``, ``gemm``,
-``linear``), ``movement`` (``transpose``, ``permute``, ``concatenate``,
+``linear``), ``mathops`` (power, erf, clip, comparisons, logic, ``where``), ``indexing``
+(``take``, ``pad``, ``tile``, ``broadcast_to``, ``arange``, ``topk``), ``movement`` (``transpose``, ``permute``, ``concatenate``,
 ``ascontiguousarray``), ``util`` (dtype names, shapes, scalars). Every public name is
 re-exported here (and so from ``npurt``).
 
@@ -41,10 +42,12 @@ from __future__ import annotations
 from .device_array import DeviceArray
 
 # isort: split
-from . import creation, linalg, movement, ops
+from . import creation, indexing, linalg, mathops, movement, ops
 from .creation import *  # noqa: F403
+from .indexing import *  # noqa: F403
 from .linalg import *  # noqa: F403
+from .mathops import *  # noqa: F403
 from .movement import *  # noqa: F403
 from .ops import *  # noqa: F403
 
-__all__ = ["DeviceArray"] + creation.__all__ + ops.__all__ + linalg.__all__ + movement.__all__
+__all__ = ["DeviceArray"] + creation.__all__ + ops.__all__ + mathops.__all__ + linalg.__all__ + movement.__all__ + indexing.__all__

@@ -198,3 +198,20 @@ def _index(shape: Sequence[int], strides: Sequence[int], offset: int, itemsize: 
             offset += i * s * itemsize
         d += 1
     return new_sh + list(shape[d:]), new_st + list(strides[d:]), offset
+
+
+def _ints(v: Any, name: str, n: Optional[int] = None, lo: Optional[int] = 0) -> list:
+    """A sequence of ints (``n`` of them when given, each ``>= lo`` unless ``lo`` is None)
+    as a list, with typed errors."""
+    if not isinstance(v, (tuple, list)) and not (isinstance(v, np.ndarray) and v.ndim == 1):
+        raise _type_error(f"{name} must be a sequence of ints, not {type(v).__name__}")
+    out = [operator_index(s, name) for s in v]
+    if n is not None and len(out) != n:
+        raise _value_error(f"{name} has {len(out)} entries, expected {n}")
+    if any(abs(s) > _MAX_DIM or (lo is not None and s < lo) for s in out):
+        raise _value_error(f"{name} {out} is out of range" + (f" (entries must be >= {lo})" if lo is not None else ""))
+    return out
+
+
+def _opt_ints(v: Any, name: str, n: Optional[int] = None, lo: Optional[int] = 0) -> Optional[list]:
+    return None if v is None else _ints(v, name, n, lo)

@@ -8,20 +8,24 @@
 use crate::layout::{by_size, copy_run, Strided};
 use crate::plan::{blocks_for, GRAIN_ELEMENTWISE, GRAIN_TRANSCENDENTAL};
 use crate::tensor::{broadcast_shapes, check_dtype, check_output};
-use crate::{dispatch_dtype, math, DType, Elem, KernelArgError, Launch, TensorView};
+use crate::{dispatch_dtype, math, Bool8, DType, Elem, KernelArgError, Launch, TensorView};
 use npurt_core::{BlockCtx, Kernel, KernelFault};
 use std::sync::Arc;
 
+mod activation;
 mod axpy;
 mod binary;
 mod cast;
+mod compare;
 mod scalar;
 mod unary;
 
+pub use activation::{activation, Activation};
 pub use axpy::axpy;
 pub use binary::binary;
 pub(crate) use cast::cast_impl;
 pub use cast::{cast, copy, fill};
+pub use compare::{compare, pow, where_, CompareOp};
 pub(crate) use scalar::scalar_view;
 pub use scalar::{Operand, Scalar};
 pub use unary::unary;

@@ -2,7 +2,7 @@
 //! core count, so every output element is always computed by the same `gemm` call.
 
 /// Flops below which a tile is not split further (≈ 0.1-0.2 ms on one core).
-pub(super) const MIN_TILE_FLOPS: usize = 16 << 20;
+pub(crate) const MIN_TILE_FLOPS: usize = 16 << 20;
 /// Tiles of one launch at most.
 const MAX_TILES: usize = 8;
 /// Tiles are at least this many rows/columns (except a dimension smaller than it).
@@ -11,7 +11,7 @@ const MIN_TILE_DIM: usize = 64;
 const TILE_ALIGN: usize = 16;
 
 /// The work of a launch, `2·B·M·N·max(K, 1)` (saturating).
-pub(super) fn flops(batch: usize, m: usize, n: usize, k: usize) -> usize {
+pub(crate) fn flops(batch: usize, m: usize, n: usize, k: usize) -> usize {
     2usize
         .saturating_mul(batch)
         .saturating_mul(m)

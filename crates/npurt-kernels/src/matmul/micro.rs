@@ -20,7 +20,7 @@ use crate::isa::{self, Family, Isa};
 /// The three strided matrices must be valid (dst for writes) for their `m×k`, `k×n`, `m×n`
 /// extents, and dst must overlap neither lhs nor rhs.
 #[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_f32(
+pub(crate) unsafe fn gemm_f32(
     (m, n, k): (usize, usize, usize),
     (dst, dst_rs, dst_cs): (*mut f32, isize, isize),
     read_dst: bool,

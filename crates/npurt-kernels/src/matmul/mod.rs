@@ -23,7 +23,9 @@ mod tile;
 use crate::plan::BLOCKS_PER_CORE;
 use crate::tensor::{broadcast_shapes, check_dtype, check_output};
 use crate::{DType, KernelArgError, Launch, Scalar, TensorView};
-use grid::{flops, Grid, MIN_TILE_FLOPS};
+use grid::Grid;
+pub(crate) use grid::{flops, MIN_TILE_FLOPS};
+pub(crate) use micro::gemm_f32;
 use std::sync::Arc;
 use tile::MatmulKernel;
 

@@ -4,6 +4,8 @@
 //! views, checks and stream bookkeeping live in `npurt_kernels::array`, the kernels in
 //! `npurt_kernels`. [`register`] adds all of them to the module (one table).
 
+mod index;
+mod nn;
 mod ops;
 mod random;
 mod shapes;
@@ -57,14 +59,37 @@ fn run(
     out: &DeviceArray,
     build: impl FnOnce(u32) -> Result<Launch, KernelArgError>,
 ) -> PyResult<()> {
+    run_outs(py, stream, inputs, out, &[], build)
+}
+
+/// [`run`] for a kernel with more outputs than `out`: the `extra` ones are ordered after
+/// their last writers like inputs and marked written by the stream.
+fn run_outs(
+    py: Python<'_>,
+    stream: Option<&Bound<'_, PyAny>>,
+    inputs: &[&DeviceArray],
+    out: &DeviceArray,
+    extra: &[&DeviceArray],
+    build: impl FnOnce(u32) -> Result<Launch, KernelArgError>,
+) -> PyResult<()> {
     let s = stream_or_current(stream)?;
+    let all: Vec<&DeviceArray>;
+    let inputs = if extra.is_empty() {
+        inputs
+    } else {
+        all = inputs.iter().chain(extra).copied().collect();
+        &all
+    };
     if npurt_core::profiler::active() {
         let shapes: Vec<&[usize]> = inputs.iter().chain([&out]).map(|a| a.tensor().shape()).collect();
         crate::profiler::note_shapes(&shapes);
     }
-    match karray::launch(&s, inputs, out, build).map_err(array_err)? {
-        None => {}
-        Some(p) => py.detach(|| karray::finish_launch(&s, p)).py_err()?,
+    let pending = karray::launch(&s, inputs, out, build).map_err(array_err)?;
+    for e in extra {
+        e.mark_written(&s);
+    }
+    if let Some(p) = pending {
+        py.detach(|| karray::finish_launch(&s, p)).py_err()?;
     }
     crate::wait::if_blocking(py, &s)
 }
@@ -180,5 +205,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_empty, m)?)?;
     shapes::register(m)?;
     random::register(m)?;
+    nn::register(m)?;
+    index::register(m)?;
     ops::register(m)
 }

@@ -68,7 +68,7 @@ pub(crate) fn _unary(
 }
 
 /// A binary operand: a Python scalar, or an array (also returned, as a launch input).
-fn binary_operand<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<(Operand, Option<&'a DeviceArray>)> {
+pub(super) fn binary_operand<'a>(o: &'a Bound<'_, PyAny>, what: &str) -> PyResult<(Operand, Option<&'a DeviceArray>)> {
     if let Some(s) = scalar(o)? {
         return Ok((Operand::Scalar(s), None));
     }
