@@ -126,12 +126,14 @@ def avg_pool(x: DeviceArray, kernel_shape: Sequence[int], strides: Optional[Sequ
 def global_avg_pool(x: DeviceArray, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
     """ONNX ``GlobalAveragePool``: the mean over the spatial dims, kept as size 1."""
     x = _arr(x, "x")
-    return _mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out, stream=stream) if x.ndim > 2 else _mean(x, axis=(), keepdims=True, out=out, stream=stream)
+    _spatial(x)
+    return _mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out, stream=stream)
 
 
 def global_max_pool(x: DeviceArray, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
     """ONNX ``GlobalMaxPool``: the max over the spatial dims, kept as size 1."""
     x = _arr(x, "x")
+    _spatial(x)
     return _max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out, stream=stream)
 
 

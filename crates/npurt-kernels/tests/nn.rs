@@ -59,7 +59,8 @@ fn conv2d_ref(
 fn conv2d_matches_the_naive_reference_for_any_block_count() {
     let mut rng = Rng::new(1);
     // (x shape, w shape, strides, pads, dilations, group)
-    let cases: &[([usize; 4], [usize; 4], [usize; 2], [usize; 4], [usize; 2], usize)] = &[
+    type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 4], [usize; 2], usize);
+    let cases: &[Case] = &[
         ([2, 3, 7, 6], [4, 3, 3, 3], [1, 1], [0, 0, 0, 0], [1, 1], 1),
         ([1, 4, 9, 8], [6, 2, 3, 2], [2, 1], [1, 0, 2, 1], [1, 2], 2),
         ([1, 6, 8, 8], [6, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 6),
@@ -100,7 +101,7 @@ fn conv_transpose_is_the_adjoint_of_conv() {
     let mut rng = Rng::new(2);
     let (xs, ws) = ([1usize, 4, 9, 7], [6usize, 2, 3, 2]);
     let (st, pd, dl, g) = ([2usize, 1], [1usize, 0, 0, 1], [1usize, 2], 2usize);
-    let (x, xd) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
+    let (_x, xd) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
     let (w, wd) = random(&mut rng, DType::F32, &ws, -1.0, 1.0);
     let (cv, os) = conv2d_ref(&xd, xs, &wd, ws, st, pd, dl, g);
     let (y, yd) = random(&mut rng, DType::F32, &os, -1.0, 1.0);

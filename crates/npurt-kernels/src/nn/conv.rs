@@ -199,17 +199,33 @@ impl ConvKernel {
                     seg.fill(0.0);
                     continue;
                 }
+                // Positions t of the segment read input column i = i0 + t·s, inside
+                // [0, W) for t in [t_lo, t_hi); the rest is padding.
                 let xr = xc.wrapping_offset(off);
-                for (t, v) in seg.iter_mut().enumerate() {
-                    let i = (j0 + t) as isize * s_last + off_last;
-                    *v = if i >= 0 && i < win_last {
-                        // SAFETY: every index is inside x's shape (checked just above for
-                        // each dim), so the element is addressed by the x view (contract);
-                        // x is only read.
-                        unsafe { xr.wrapping_offset(i * xs_last).read() }
-                    } else {
-                        0.0
-                    };
+                let n = seg.len() as isize;
+                let i0 = j0 as isize * s_last + off_last;
+                let t_lo = if i0 >= 0 { 0 } else { (-i0 + s_last - 1) / s_last }.min(n);
+                let t_hi = if win_last <= i0 {
+                    0
+                } else {
+                    (win_last - i0 + s_last - 1) / s_last
+                }
+                .clamp(t_lo, n);
+                let (t_lo, t_hi) = (t_lo as usize, t_hi as usize);
+                seg[..t_lo].fill(0.0);
+                seg[t_hi..].fill(0.0);
+                let first = xr.wrapping_offset((i0 + t_lo as isize * s_last) * xs_last);
+                if s_last == 1 && xs_last == 1 {
+                    // SAFETY: input columns i0+t_lo .. i0+t_hi are inside [0, W) and every other
+                    // index is inside x's shape (checked above), so the run is addressed by the
+                    // x view (contract); x is only read and does not overlap the scratch tile.
+                    let src = unsafe { std::slice::from_raw_parts(first, t_hi - t_lo) };
+                    seg[t_lo..t_hi].copy_from_slice(src);
+                } else {
+                    for (t, v) in seg[t_lo..t_hi].iter_mut().enumerate() {
+                        // SAFETY: as above, element by element (column i0 + (t_lo+t)·s).
+                        *v = unsafe { first.wrapping_offset(t as isize * s_last * xs_last).read() };
+                    }
                 }
             }
         }

@@ -1,4 +1,5 @@
-//! `pad` (ONNX `Pad`: constant, reflect, edge, wrap; negative pads crop) and `tile`
+//! `pad` (ONNX `Pad`: constant, reflect, edge, wrap; negative pads crop first, then the
+//! rest pads the crop) and `tile`
 //! (ONNX `Tile`, a copy from a broadcast view).
 //!
 //! Pad's blocks take ranges of output rows (the last dim); each row maps its leading
@@ -95,12 +96,30 @@ pub fn pad(
     check_out_shape(op, out, &shape)?;
     check_output(op, out, &[("x", x)], false)?;
     value.check_for(op, out.dtype())?;
+    // Negative pads crop first (a view), then the non-negative rest pads the crop.
+    let mut xc = x.clone();
+    let mut pos = pads.to_vec();
+    for d in 0..nd {
+        let (b, e) = (pads[d].min(0).unsigned_abs(), pads[nd + d].min(0).unsigned_abs());
+        if b + e > 0 {
+            let n = x.shape()[d].saturating_sub(b + e);
+            xc = xc.slice_axis(d as isize, if n == 0 { 0 } else { b }, n, 1)?;
+            if n == 0 && mode != PadMode::Constant && shape[d] > 0 {
+                return Err(KernelArgError::Invalid {
+                    op,
+                    detail: format!("cannot {mode:?}-pad axis {d}: the pads crop it to nothing"),
+                });
+            }
+        }
+        pos[d] = pads[d].max(0);
+        pos[nd + d] = pads[nd + d].max(0);
+    }
     let blocks = blocks_for(out.numel(), GRAIN_ELEMENTWISE, cores);
     Ok((
         Arc::new(PadKernel {
-            x: x.clone(),
+            x: xc,
             out: out.clone(),
-            pads: pads.to_vec(),
+            pads: pos,
             mode,
             value,
         }),
