@@ -23,7 +23,7 @@ from .array.util import _flag, _ints, _opt_ints, _real, _type_error, _value_erro
 
 __all__ = [
     "conv", "conv_transpose", "max_pool", "avg_pool", "global_avg_pool", "global_max_pool", "batch_norm", "lrn",
-    "resize", "leaky_relu", "hard_sigmoid", "hard_swish", "elu", "selu", "softplus",
+    "resize", "auto_pads", "leaky_relu", "hard_sigmoid", "hard_swish", "elu", "selu", "softplus",
 ]
 
 
@@ -92,6 +92,21 @@ def conv_transpose(x: DeviceArray, w: DeviceArray, bias: Optional[DeviceArray] =
     o = _out(out, shape, x.dtype_name, x.device)
     _npurt._conv_transpose(x._a, w._a, None if bias is None else _arr(bias, "bias")._a, o._a, st, pd, dl, g, op, stream)
     return o
+
+
+def auto_pads(auto_pad: str, input_shape: Sequence[int], kernel_shape: Sequence[int],
+              strides: Optional[Sequence[int]] = None, dilations: Optional[Sequence[int]] = None) -> list:
+    """ONNX's ``auto_pad`` as explicit ``pads`` (``[b1..bk, e1..ek]``) for the spatial
+    ``input_shape``: ``"SAME_UPPER"`` / ``"SAME_LOWER"`` keep ``ceil(input / stride)``
+    outputs (the odd pad at the end, resp. the begin); ``"VALID"`` / ``"NOTSET"`` pad nothing."""
+    if not isinstance(auto_pad, str):
+        raise _type_error(f"auto_pad must be a str, not {type(auto_pad).__name__}")
+    inp = _ints(input_shape, "input_shape")
+    k = len(inp)
+    ks = _ints(kernel_shape, "kernel_shape", k, lo=1)
+    st = _ints(strides, "strides", k, lo=1) if strides is not None else [1] * k
+    dl = _ints(dilations, "dilations", k, lo=1) if dilations is not None else [1] * k
+    return _npurt._auto_pads(auto_pad, inp, ks, st, dl)
 
 
 def _pool(kind: str, x: Any, kernel_shape: Any, strides: Any, pads: Any, dilations: Any, ceil_mode: Any,

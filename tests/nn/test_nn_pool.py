@@ -87,3 +87,14 @@ def test_pool_and_norm_errors_are_typed():
         npurt.nn.batch_norm(x, *(npurt.zeros(3) for _ in range(4)))
     with pytest.raises(npurt.InvalidValueError):
         npurt.nn.lrn(x, 0)
+
+
+def test_auto_pads():
+    assert npurt.nn.auto_pads("SAME_UPPER", [5, 4], [3, 2], strides=[2, 1]) == [1, 0, 1, 1]
+    assert npurt.nn.auto_pads("SAME_LOWER", [4], [2]) == [1, 0]
+    assert npurt.nn.auto_pads("VALID", [4], [2]) == [0, 0]
+    x = npurt.to_device(rng.standard_normal((1, 1, 5, 4)).astype(np.float32))
+    y = npurt.nn.max_pool(x, [3, 2], strides=[2, 1], pads=npurt.nn.auto_pads("SAME_UPPER", [5, 4], [3, 2], [2, 1]))
+    assert y.shape == (1, 1, 3, 4)
+    with pytest.raises(npurt.InvalidValueError):
+        npurt.nn.auto_pads("SAME", [4], [2])

@@ -126,6 +126,44 @@ pub fn window_out_len(input: usize, ext: usize, stride: usize, pb: usize, pe: us
     Some(n)
 }
 
+/// ONNX's `auto_pad` for a conv or pool: `"SAME_UPPER"` / `"SAME_LOWER"` pad so the output
+/// is `ceil(input / stride)` (the odd pad at the end, resp. the begin), `"VALID"` and
+/// `"NOTSET"` pad nothing. Returns `[b1..bk, e1..ek]`.
+pub fn auto_pads(
+    mode: &str,
+    input: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+) -> Result<Vec<usize>, KernelArgError> {
+    let k = input.len();
+    if kernel.len() != k || strides.len() != k || dilations.len() != k || strides.contains(&0) {
+        return Err(invalid(
+            "auto_pad",
+            format!("input {input:?}, kernel {kernel:?}, strides {strides:?}, dilations {dilations:?} do not fit"),
+        ));
+    }
+    let mut pads = vec![0usize; 2 * k];
+    match mode {
+        "VALID" | "NOTSET" => {}
+        "SAME_UPPER" | "SAME_LOWER" => {
+            for d in 0..k {
+                let out = input[d].div_ceil(strides[d]);
+                let ext = (kernel[d].max(1) - 1) * dilations[d] + 1;
+                let total = ((out.max(1) - 1) * strides[d] + ext).saturating_sub(input[d]);
+                let (small, big) = (total / 2, total - total / 2);
+                (pads[d], pads[k + d]) = if mode == "SAME_UPPER" {
+                    (small, big)
+                } else {
+                    (big, small)
+                };
+            }
+        }
+        _ => return Err(invalid("auto_pad", format!("unknown auto_pad {mode:?}"))),
+    }
+    Ok(pads)
+}
+
 /// Checks `x` is `[N, C, spatial...]` with at least one spatial dim.
 pub(crate) fn spatial_rank(op: &'static str, what: &'static str, ndim: usize) -> Result<usize, KernelArgError> {
     if ndim < 3 {
@@ -192,5 +230,21 @@ mod tests {
         assert!(Window::new("conv", 2, &[3, 3], None, Some(&[1, 1]), None).is_err());
         assert!(Window::new("conv", 1, &[0], None, None, None).is_err());
         assert!(w.out_shape("conv", &[1, 1], false).is_err());
+    }
+
+    #[test]
+    fn auto_pads_same_and_valid() {
+        // 5 wide, kernel 3, stride 2: out 3, total pad 2 -> 1 + 1.
+        assert_eq!(auto_pads("SAME_UPPER", &[5], &[3], &[2], &[1]).unwrap(), vec![1, 1]);
+        // 4 wide, kernel 3, stride 1: total 2; 6 wide, kernel 2, stride 2: total 0.
+        assert_eq!(
+            auto_pads("SAME_LOWER", &[4, 6], &[3, 2], &[1, 2], &[1, 1]).unwrap(),
+            vec![1, 0, 1, 0]
+        );
+        // 4 wide, kernel 2, stride 1: total 1, odd pad at the end (UPPER) or begin (LOWER).
+        assert_eq!(auto_pads("SAME_UPPER", &[4], &[2], &[1], &[1]).unwrap(), vec![0, 1]);
+        assert_eq!(auto_pads("SAME_LOWER", &[4], &[2], &[1], &[1]).unwrap(), vec![1, 0]);
+        assert_eq!(auto_pads("VALID", &[4], &[2], &[1], &[1]).unwrap(), vec![0, 0]);
+        assert!(auto_pads("SAME", &[4], &[2], &[1], &[1]).is_err());
     }
 }

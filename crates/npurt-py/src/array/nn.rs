@@ -51,6 +51,18 @@ fn _window_out_shape(
     win.out_shape(op, &input, ceil_mode).map_err(kernel_arg)
 }
 
+/// ONNX's auto_pad rule (SAME_UPPER / SAME_LOWER / VALID / NOTSET) as `[b.., e..]` pads.
+#[pyfunction]
+fn _auto_pads(
+    mode: &str,
+    input: Vec<usize>,
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+) -> PyResult<Vec<usize>> {
+    nn::auto_pads(mode, &input, &kernel, &strides, &dilations).map_err(kernel_arg)
+}
+
 #[pyfunction]
 #[pyo3(signature = (x, w, bias, out, strides, pads, dilations, group, stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -285,6 +297,7 @@ fn _resize(
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for f in [
         wrap_pyfunction!(_window_out_shape, m)?,
+        wrap_pyfunction!(_auto_pads, m)?,
         wrap_pyfunction!(_conv, m)?,
         wrap_pyfunction!(_conv_transpose_shape, m)?,
         wrap_pyfunction!(_conv_transpose, m)?,
