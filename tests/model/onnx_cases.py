@@ -23,6 +23,14 @@ EXCLUDED: Dict[str, str] = {
     r"test_pow_types_int.*": "Pow of integer bases has no npurt kernel",
     r"test_reduce_(max|min)_(bool_inputs|empty_set_bool)": "ReduceMax/ReduceMin of bool has no npurt kernel",
     r"test_reduce_(max|min)_empty_set": "ReduceMax/ReduceMin over an empty axis (an infinite identity) has no npurt kernel",
+    r"test_resize_.*(antialias|axes_\d_\d|not_larger|not_smaller)": "Resize axes / antialias / keep_aspect_ratio_policy: not in npurt.nn.resize",
+    r"test_resize_tf_crop_and_resize.*": "Resize's tf_crop_and_resize coordinate mode: not in npurt.nn.resize",
+    r"test_maxpool_with_argmax_.*": "MaxPool's Indices output: not in npurt.nn.max_pool",
+    r"test_maxpool_2d_uint8": "pools run on float dtypes only",
+    r"test_wrap_pad": "Pad mode='wrap' is not lowered yet (npurt.pad has it; opset-19 lowering open)",
+    r"test_center_crop_pad_.*_expanded": "the expanded CenterCropPad needs integer (truncating) Div",
+    r"test_pow_types_float32_int(32|64)": "Pow of a float base by an integer exponent tensor has no lowering",
+    r"test_causal_conv_with_state.*fp16.*": "npurt.nn.conv runs float32 only (float16 Conv is refused with a typed error)",
 }
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 import npurt
 
+from ... import _npurt
 from ...exceptions import InvalidValueError
 from ..ir import Ctx, Unsupported, Val
 from . import axis_of, bshape, copy_into, ints, kernel, need_dtype, op, resolve
@@ -272,7 +273,10 @@ def _range(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type:
     n = max(int(math.ceil((limit - start) / delta)), 0) if delta else 0
     dt = ins[0].dtype
     arange = resolve("arange")
-    return [kernel(ctx, lambda out, stream: arange(start, start + n * delta, delta, dtype=dt, out=out, stream=stream), [], [n], dt, "Range")]
+    def _range(out: Any, stream: Any) -> None:
+        _npurt._copy(arange(start, start + n * delta, delta, dtype=dt, stream=stream)._a, out._a, stream)
+
+    return [kernel(ctx, _range, [], [n], dt, "Range")]
 
 
 @op("Constant")

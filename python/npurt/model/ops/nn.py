@@ -10,6 +10,7 @@ from typing import Any, List, Optional, Tuple
 
 import npurt
 
+from ... import _npurt
 from ...exceptions import InvalidValueError
 from ..ir import Ctx, Unsupported, Val
 from . import FLOATS, ints, kernel, need_dtype, op, resolve
@@ -84,9 +85,18 @@ def _conv_t(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type
     if "output_shape" in attrs or auto in ("SAME_UPPER", "SAME_LOWER"):
         target = list(attrs["output_shape"])[-nd:] if "output_shape" in attrs else [x.shape[2 + i] * strides[i] for i in range(nd)]
         for i in range(nd):
-            total = max(full[i] - target[i], 0)
-            small, big = total // 2, total - total // 2
-            pads[i], pads[i + nd] = (small, big) if auto == "SAME_UPPER" else (big, small)
+            # ONNX: total padding may be negative (an output_shape larger than the full
+            # result), the end side taking the floor half; a negative end pad is extra
+            # output at the end, i.e. output_padding.
+            total = full[i] - target[i]
+            begin, end = (total // 2, total - total // 2) if auto == "SAME_UPPER" else (total - total // 2, total // 2)
+            if begin < 0:
+                raise Unsupported(f"{ctx.node}: ConvTranspose output_shape needing a negative begin pad")
+            if end < 0:
+                opad[i] += -end
+                full[i] += -end
+                end = 0
+            pads[i], pads[i + nd] = begin, end
     spatial = [full[i] - pads[i] - pads[i + nd] for i in range(nd)]
     shape = [x.shape[0], w.shape[1] * group] + spatial
     ct = resolve("nn.conv_transpose")
@@ -214,6 +224,7 @@ def _resize(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type
         scales_v = ins[1] if len(ins) > 1 else None
         scales = [float(s) for s in (ctx.host(scales_v, "scales").reshape(-1) if scales_v is not None else attrs["scales"])]
         sizes, ctm = None, "asymmetric"
+        attrs = {**attrs, "nearest_mode": "floor"}  # Upsample / Resize-10: floor(x_out / scale)
     else:
         sv = ins[2] if len(ins) > 2 else None
         zv = ins[3] if len(ins) > 3 else None
@@ -253,7 +264,9 @@ def _topk(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type: 
     fn = resolve("topk")
 
     def run(i: List[Any], o: List[Any], s: Any) -> None:
-        fn(i[0], k, axis=axis, largest=largest, sorted=srt, out=(o[0], o[1]), stream=s)
+        v, ix = fn(i[0], k, axis=axis, largest=largest, sorted=srt, stream=s)
+        _npurt._copy(v._a, o[0]._a, s)
+        _npurt._copy(ix._a, o[1]._a, s)
 
     ctx.emit(run, [x], [vals, idx], "TopK")
     return [vals, idx]
