@@ -53,7 +53,12 @@ pub fn philox4x32_10(mut c: [u32; 4], mut k: [u32; 2]) -> [u32; 4] {
 /// The four words of counter block `block` (a 128-bit counter) under `seed`.
 #[inline(always)]
 pub fn block_words(seed: u64, block: u128) -> [u32; 4] {
-    let c = [block as u32, (block >> 32) as u32, (block >> 64) as u32, (block >> 96) as u32];
+    let c = [
+        block as u32,
+        (block >> 32) as u32,
+        (block >> 64) as u32,
+        (block >> 96) as u32,
+    ];
     philox4x32_10(c, [seed as u32, (seed >> 32) as u32])
 }
 

@@ -242,7 +242,10 @@ mod tests {
     fn a_launch_is_a_window_on_the_counter_stream() {
         // Two launches reserving blocks back to back give the draws of one long launch.
         let long = draw(U01, DType::F32, 40, 9, 3, None);
-        let (a, b) = (draw(U01, DType::F32, 20, 9, 3, None), draw(U01, DType::F32, 20, 9, 8, None));
+        let (a, b) = (
+            draw(U01, DType::F32, 20, 9, 3, None),
+            draw(U01, DType::F32, 20, 9, 8, None),
+        );
         assert_eq!([a, b].concat(), long);
         let first = long[0] as f32;
         let w = block_words(9, 3);
@@ -264,7 +267,14 @@ mod tests {
 
     #[test]
     fn normal_moments() {
-        let v = draw(Distribution::Normal { mean: 2.0, std: 3.0 }, DType::F32, 200_000, 3, 0, None);
+        let v = draw(
+            Distribution::Normal { mean: 2.0, std: 3.0 },
+            DType::F32,
+            200_000,
+            3,
+            0,
+            None,
+        );
         let n = v.len() as f64;
         let mean = v.iter().sum::<f64>() / n;
         let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
@@ -284,13 +294,33 @@ mod tests {
             random(U01, &g, &iv, 1).err(),
             random(U01, &g, &fv.transpose(0, 1).unwrap(), 1).err(),
             random(Distribution::Uniform { low: 1.0, high: 0.0 }, &g, &fv, 1).err(),
-            random(Distribution::Uniform { low: 0.0, high: f64::NAN }, &g, &fv, 1).err(),
+            random(
+                Distribution::Uniform {
+                    low: 0.0,
+                    high: f64::NAN,
+                },
+                &g,
+                &fv,
+                1,
+            )
+            .err(),
             random(Distribution::Normal { mean: 0.0, std: -1.0 }, &g, &fv, 1).err(),
-            random(Distribution::Normal { mean: f64::INFINITY, std: 1.0 }, &g, &fv, 1).err(),
+            random(
+                Distribution::Normal {
+                    mean: f64::INFINITY,
+                    std: 1.0,
+                },
+                &g,
+                &fv,
+                1,
+            )
+            .err(),
         ];
         assert!(matches!(bad[0], Some(KernelArgError::UnsupportedDType { .. })));
         assert!(matches!(bad[1], Some(KernelArgError::NotContiguous { .. })));
-        assert!(bad[2..].iter().all(|e| matches!(e, Some(KernelArgError::Invalid { .. }))));
+        assert!(bad[2..]
+            .iter()
+            .all(|e| matches!(e, Some(KernelArgError::Invalid { .. }))));
         assert_eq!(g.offset(), 0);
         assert!(random(U01, &g, &fv, 1).is_ok());
         assert_eq!(g.offset(), 4);

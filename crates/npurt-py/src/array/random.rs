@@ -34,7 +34,9 @@ pub(crate) fn _random(
     };
     let out = &arr(out, "out")?.get().a;
     let g = philox::generator(i64::from(out.device())).py_err()?;
-    run(py, stream, &[], out, |c| npurt_kernels::random(dist, &g, out.tensor(), c))
+    run(py, stream, &[], out, |c| {
+        npurt_kernels::random(dist, &g, out.tensor(), c)
+    })
 }
 
 /// Seeds `device`'s generator and rewinds its offset.
