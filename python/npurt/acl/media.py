@@ -44,11 +44,11 @@ def dvpp_free(dev_ptr: int) -> int:
     if p == 0:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "dvpp_free: null pointer")
     with _lock:
-        # Forget pointers acl.rt.free already released (their address may come back).
-        _dvpp.intersection_update(x for x in _dvpp if x in S.device_allocs)
-        if p not in _dvpp:
-            raise S.Fail(C.ACL_ERROR_RT_MEMORY_FREE, f"dvpp_free: {p:#x} is not a live dvpp_malloc allocation")
+        # A pointer acl.rt.free already released is no longer live, whatever _dvpp says.
+        live = p in _dvpp and p in S.device_allocs
         _dvpp.discard(p)
+    if not live:
+        raise S.Fail(C.ACL_ERROR_RT_MEMORY_FREE, f"dvpp_free: {p:#x} is not a live dvpp_malloc allocation")
     return _rm._free(S.device_allocs, p, "dvpp_free")
 
 
