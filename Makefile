@@ -36,8 +36,10 @@ loom:
 fmt:
 	cargo fmt --all
 
-# clippy (warnings are errors), ruff, and stubtest: the .pyi checked against the built module.
+# rustfmt (check only), clippy (warnings are errors), ruff, and stubtest: the .pyi checked
+# against the built module.
 lint:
+	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	$(PYTHON) -m ruff check python tests benches .ci
 	$(PYTHON) -m mypy.stubtest npurt._npurt --allowlist .ci/stubtest-allowlist --ignore-disjoint-bases
