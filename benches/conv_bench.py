@@ -18,14 +18,6 @@ ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 rng = np.random.default_rng(0)
 
 
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def numpy_conv(x, w, pad, group):
@@ -74,8 +66,7 @@ def case(name, xs, ws, pad, group):
 
 
 if __name__ == "__main__":
-    print("CPU:", cpu_model())
-    print("isa:", npurt.isa_info())
+    print(npurt.isa_info()["summary"])
     print("AI cores:", npurt.get_device_properties(0).aicore_num if hasattr(npurt.get_device_properties(0), "aicore_num") else "?")
     case("conv3x3 1x64x56x56 -> 64, pad 1", (1, 64, 56, 56), (64, 64, 3, 3), 1, 1)
     case("conv1x1 1x64x56x56 -> 256", (1, 64, 56, 56), (256, 64, 1, 1), 0, 1)

@@ -21,17 +21,6 @@ import npurt
 import numpy as np
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
 def empties(s: npurt.Stream, n: int) -> float:
     empty = npurt.kernels.empty
     t = time.perf_counter_ns()
@@ -56,8 +45,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-debug", action="store_true", help="skip the debug case (slow)")
     a = ap.parse_args()
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs)")
-    print(npurt.isa_info()["summary"])
+    print(npurt.isa_info()["summary"], f"({os.cpu_count()} logical CPUs)")
     s = npurt.Stream()
     x = npurt.to_device(np.zeros(16, np.float32), stream=s)
     empties(s, 2000)

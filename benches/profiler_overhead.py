@@ -20,17 +20,6 @@ import npurt
 from npurt import _npurt
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
 def launches(s: npurt.Stream, n: int) -> float:
     empty = npurt.kernels.empty
     t = time.perf_counter_ns()
@@ -46,7 +35,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--trace-tasks", type=int, default=100_000)
     a = ap.parse_args()
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs)")
+    print(npurt.isa_info()["summary"], f"({os.cpu_count()} logical CPUs)")
     s = npurt.Stream()
     launches(s, 1000)
     cases = {"baseline (never profiled)": [], "npurt.profile() on": [], "off again": [], "call sites only": []}
