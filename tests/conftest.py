@@ -11,8 +11,13 @@ sure no reference is left on device 1 before (and after) the test.
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("NPURT_DEVICE_COUNT", "2")
+# The suite's processes (and the subprocesses its tests start) share devices through status
+# regions in a directory of this run's own (0700), not the user's /dev/shm one: another
+# test run on the machine never shares a device (its capacity) with this one.
+os.environ.setdefault("NPURT_STATUS_DIR", tempfile.mkdtemp(prefix="npurt-status-"))
 
 import npurt  # noqa: E402
 import pytest  # noqa: E402

@@ -84,7 +84,7 @@ def run_python(code, env=None, timeout=60):
     or for checks that could hang the interpreter). Returns the CompletedProcess."""
     full_env = dict(os.environ)
     for k in list(full_env):
-        if k.startswith("NPURT_"):
+        if k.startswith("NPURT_") and k != "NPURT_STATUS_DIR":  # the run's own shared regions
             del full_env[k]
     full_env.update(env or {})
     return subprocess.run(

@@ -46,14 +46,22 @@ class _EventMeta(type):
         cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False, **kwargs: Any
     ) -> _Event:
         if interprocess:
-            raise NotImplementedError("interprocess events are not supported by npurt")
+            return _Event(enable_timing=bool(enable_timing), interprocess=True)
         return _Event(enable_timing=bool(enable_timing))
 
 
 class Event(metaclass=_EventMeta):
     """``torch.npu.Event(enable_timing=False, blocking=False, interprocess=False)``: returns
     an ``npurt.Event`` (``record``, ``query``, ``synchronize``, ``wait``, ``elapsed_time`` in
-    ms)."""
+    ms; ``ipc_handle()`` for an interprocess one)."""
+
+    @staticmethod
+    def from_ipc_handle(device: Any, handle: bytes) -> _Event:
+        """``torch.npu.Event.from_ipc_handle(device, handle)``: opens another process's
+        interprocess event."""
+        from .npu import _index
+
+        return _Event.from_ipc_handle(handle, _index(device, optional=True))
 
 
 class StreamContext:

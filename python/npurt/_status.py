@@ -7,7 +7,10 @@ AI-core utilisation over the last second (from the executor's busy-time counters
 record goes when no device is active and at exit; a process killed without exiting leaves
 it behind, and ``npurt-smi`` tells that by the pid (shown stale once, then removed).
 ``NPURT_STATUS=0`` turns the record off. The directory: ``NPURT_STATUS_DIR``, else
-``/dev/shm/npurt-<uid>``, else ``$XDG_RUNTIME_DIR/npurt``, else the temp dir.
+``/dev/shm/npurt-<uid>``, else ``$XDG_RUNTIME_DIR/npurt``, else the temp dir (created 0700;
+one owner of the rule, in Rust). Each refresh also publishes the process's live streams and
+events in the device's shared status region (memory is published there on every
+allocation), which ``npurt-smi`` reads beside these records.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import atexit
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -27,15 +29,11 @@ __all__ = ["record_path", "start", "status_dir"]
 
 
 def status_dir() -> Path:
-    env = os.environ.get("NPURT_STATUS_DIR")
-    if env:
-        return Path(env)
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        return Path(f"/dev/shm/npurt-{os.getuid()}")
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
-        return Path(xdg) / "npurt"
-    return Path(tempfile.gettempdir()) / f"npurt-{os.getuid()}"
+    """The per-user status directory; the rule (and its 0700 check) is Rust's
+    (``npurt_core::shared::status_dir``), shared with the device regions."""
+    from . import _npurt
+
+    return Path(_npurt._status_dir())
 
 
 def record_path(pid: int | None = None) -> Path:
@@ -56,7 +54,10 @@ class _Writer:
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self.samples: dict[int, deque[tuple[float, int]]] = {}
-        self.path = record_path()
+        try:
+            self.path = record_path()
+        except Exception:  # noqa: BLE001 - an unsafe status directory: no record
+            self.path = None
         self.written = False
         self.stop = threading.Event()
 
@@ -100,6 +101,8 @@ class _Writer:
         }
 
     def write(self) -> None:
+        if self.path is None:
+            return
         rec = self.snapshot()
         if rec is None:
             self.remove()
@@ -111,7 +114,7 @@ class _Writer:
         self.written = True
 
     def remove(self) -> None:
-        if self.written and self.path == record_path():
+        if self.written and self.path is not None and self.path.name == f"{os.getpid()}.json":
             try:
                 self.path.unlink()
             except FileNotFoundError:

@@ -172,7 +172,9 @@ class ShutdownError(UnavailableError):
 
 
 class IpcError(Error, RuntimeError):
-    """Sharing device memory with another process failed (507022); see the subclasses."""
+    """Sharing with another process failed (507022): device memory (see the subclasses), or an
+    interprocess event (a stale handle, or its process exited or destroyed it before its
+    record completed)."""
 
     _default = "ACL_ERROR_RT_IPC_ERROR"
 

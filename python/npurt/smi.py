@@ -2,9 +2,11 @@
 this host, in ``npu-smi info``'s table (Health, AICore(%), Memory-Usage(MB),
 Hugepages-Usage(page), the process table) or as JSON.
 
-It reads the status records the processes keep (:mod:`npurt._status`); it starts no
-device itself. A record whose process is gone (killed without exiting) is shown once as
-``Stale`` and then removed.
+It reads the per-device shared status regions (the processes attached to each device,
+their memory, quota and streams, updated on every allocation) and the status records the
+processes keep (:mod:`npurt._status`: AI-core utilisation, hugetlb pages); it starts no
+device itself. A process that is gone (killed without exiting) is shown once as ``Stale``;
+its record is then removed and its share of the device reclaimed.
 
     npurt-smi                 # the table
     npurt-smi --json          # the same data for scripts
@@ -54,10 +56,53 @@ def _hugepages_total() -> int:
     return 0
 
 
+def _regions(clean: bool) -> list[dict[str, Any]]:
+    from . import _npurt
+
+    try:
+        regions = _npurt._shared_snapshot()
+    except Exception:  # noqa: BLE001 - an unsafe status directory: nothing shared to read
+        return []
+    if clean and any(not p["alive"] for r in regions for p in r["processes"]):
+        try:
+            _npurt._shared_reclaim()
+        except Exception:  # noqa: BLE001 - a stuck lock: reclaimed next time
+            pass
+    return regions
+
+
+def _merge_regions(procs: list[dict[str, Any]], regions: list[dict[str, Any]]) -> None:
+    """Region data (exact, live) over the records' copies; processes that keep no record
+    (``NPURT_STATUS=0``, Rust programs) are added from the regions."""
+    by_pid = {r["pid"]: r for r in procs}
+    for reg in regions:
+        for p in reg["processes"]:
+            rec = by_pid.get(p["pid"])
+            if rec is None:
+                if p["pid"] == os.getpid():
+                    continue
+                rec = by_pid[p["pid"]] = {"pid": p["pid"], "name": p["name"], "stale": not p["alive"],
+                                          "updated": None, "devices": []}
+                procs.append(rec)
+            rec["stale"] = rec["stale"] or not p["alive"]
+            dv = next((x for x in rec["devices"] if x["device"] == reg["device"]), None)
+            if dv is None:
+                dv = {"device": reg["device"], "capacity": reg["capacity"], "workers": 0, "events": 0}
+                rec["devices"].append(dv)
+            dv.update(allocated=p["allocated"], reserved=p["reserved"], quota=p["quota"], shared=True,
+                      capacity=reg["capacity"], events=max(dv.get("events", 0), p["events"]))
+            rec["streams"] = max(rec.get("streams", 0), p["streams"])
+
+
 def collect(clean: bool = True) -> dict[str, Any]:
-    """Every record in the status directory: ``{"devices": [...], "processes": [...]}``.
-    Records of dead processes are marked ``"stale": True`` and (``clean``) removed."""
-    d = _status.status_dir()
+    """Every process using a device: ``{"devices": [...], "processes": [...]}`` from the
+    shared regions and the status records. Dead processes are marked ``"stale": True``
+    and (``clean``) their records removed and their shares reclaimed."""
+    try:
+        d = _status.status_dir()
+    except Exception as e:  # noqa: BLE001 - an unsafe status directory
+        return {"time": time.time(), "status_dir": None, "error": str(e), "hugepages_total": _hugepages_total(),
+                "devices": [], "processes": []}
     procs: list[dict[str, Any]] = []
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
         try:
@@ -74,6 +119,7 @@ def collect(clean: bool = True) -> dict[str, Any]:
             except FileNotFoundError:
                 pass
         procs.append(rec)
+    _merge_regions(procs, _regions(clean))
     devices: dict[int, dict[str, Any]] = {}
     for rec in procs:
         for dv in rec.get("devices", []):
@@ -84,7 +130,7 @@ def collect(clean: bool = True) -> dict[str, Any]:
                  "processes": 0, "health": "OK"},
             )
             agg["memory_total"] = max(agg["memory_total"], dv["capacity"])
-            agg["aicore_count"] = max(agg["aicore_count"], dv["workers"])
+            agg["aicore_count"] = max(agg["aicore_count"], dv.get("workers", 0))
             if rec["stale"]:
                 agg["health"] = "Warning"
                 continue
@@ -92,7 +138,7 @@ def collect(clean: bool = True) -> dict[str, Any]:
             agg["aicore_util"] = min(100.0, agg["aicore_util"] + dv.get("aicore_util", 0.0))
             agg["memory_used"] += dv["allocated"]
             agg["memory_reserved"] += dv["reserved"]
-            agg["events"] += dv["events"]
+            agg["events"] += dv.get("events", 0)
             agg["streams"] += rec.get("streams", 0)
             agg["hugetlb_pages"] += dv.get("hugetlb_bytes", 0) // HUGE_PAGE
     return {
@@ -102,7 +148,9 @@ def collect(clean: bool = True) -> dict[str, Any]:
         "devices": [devices[k] for k in sorted(devices)],
         "processes": [
             {"pid": r["pid"], "name": r.get("name", "?"), "stale": r["stale"], "updated": r.get("updated"),
-             "devices": [{"device": dv["device"], "memory_used": dv["allocated"], "memory_reserved": dv["reserved"]}
+             "streams": r.get("streams", 0),
+             "devices": [{"device": dv["device"], "memory_used": dv["allocated"], "memory_reserved": dv["reserved"],
+                          "quota": dv.get("quota", 0), "shared": dv.get("shared", False)}
                          for dv in r.get("devices", [])]}
             for r in procs
         ],

@@ -79,8 +79,14 @@ def test_events_time_in_milliseconds_and_order_streams():
     plain.synchronize()
     with pytest.raises(npurt.Error):
         start.elapsed_time(plain)  # no timing on it
-    with pytest.raises(NotImplementedError):
-        npu.Event(interprocess=True)
+    with pytest.raises(npurt.InvalidValueError, match="timing"):
+        npu.Event(enable_timing=True, interprocess=True)
+    ipc = npu.Event(interprocess=True)
+    ipc.record(s1)
+    other = npu.Event.from_ipc_handle(0, ipc.ipc_handle())
+    s2.wait_event(other)
+    s2.synchronize()
+    assert other.query() and isinstance(other, npu.Event)
     for s in (s1, s2):
         s.destroy()
 

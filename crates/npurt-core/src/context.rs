@@ -249,6 +249,20 @@ impl Context {
         Ok(crate::event::Event::new(self.0.dev.state.clone(), timing))
     }
 
+    /// Creates an interprocess event on this context's device (its state lives in the
+    /// device's shared region; timing is off, as in torch and CUDA).
+    pub fn create_ipc_event(&self) -> Result<crate::event::Event> {
+        self.0.check()?;
+        crate::event::Event::new_ipc(self.0.dev.state.clone(), self.0.mem.capacity() as u64, None)
+    }
+
+    /// Opens an interprocess event from the handle of `Event::ipc_handle` (another
+    /// process's, usually); this context's streams can then wait on its records.
+    pub fn open_ipc_event(&self, handle: &str) -> Result<crate::event::Event> {
+        self.0.check()?;
+        crate::event::Event::new_ipc(self.0.dev.state.clone(), self.0.mem.capacity() as u64, Some(handle))
+    }
+
     /// Waits for every stream of the context; raises the first sticky error.
     pub fn synchronize(&self, timeout: Option<std::time::Duration>) -> Result<()> {
         crate::thread_role::forbid_runtime_thread("synchronize")?;

@@ -83,7 +83,8 @@ pub enum ErrorKind {
     /// An event is not in a state the call needs (no timing, not recorded, not complete):
     /// torch raises RuntimeError for these.
     EventState,
-    /// Cross-process memory sharing ([`IpcError`]).
+    /// Cross-process sharing: memory ([`IpcError`]), interprocess events (a stale handle,
+    /// the producing process gone: [`crate::shared::SharedError`]).
     Ipc,
 }
 
@@ -239,6 +240,8 @@ pub enum TaskError {
     Copy(String),
     #[error("wait on an event timed out after {secs:.3}s")]
     WaitTimeout { secs: f64 },
+    #[error("wait on an interprocess event failed: {0}")]
+    Ipc(crate::shared::SharedError),
 }
 
 impl TaskError {
@@ -248,6 +251,7 @@ impl TaskError {
             Self::HostCallback(_) => AclCode::INTERNAL_ERROR,
             Self::Copy(_) => AclCode::DRV_INTERNAL_ERROR,
             Self::WaitTimeout { .. } => AclCode::WAIT_TIMEOUT,
+            Self::Ipc(e) => e.code(),
         }
     }
 }
@@ -336,6 +340,7 @@ pub enum Error {
     Buffer(#[from] BufferError),
     #[error(transparent)]
     Ipc(#[from] IpcError),
+    Shared(#[from] crate::shared::SharedError),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
@@ -359,6 +364,7 @@ impl Error {
             },
             Error::Buffer(e) => e.code(),
             Error::Ipc(e) => e.code(),
+            Error::Shared(e) => e.code(),
             Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
         }
     }
@@ -377,6 +383,7 @@ impl Error {
             },
             Error::Buffer(e) => e.kind(),
             Error::Ipc(_) => ErrorKind::Ipc,
+            Error::Shared(e) => e.kind(),
             Error::InvalidArgument(_) => ErrorKind::InvalidValue,
         }
     }

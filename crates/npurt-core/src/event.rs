@@ -5,9 +5,17 @@
 //! on the stream has finished. Querying compares the stream's completed count with the
 //! recorded target: one lock-free load. Re-recording overwrites the point (as in ACL/CUDA);
 //! an event never recorded counts as complete.
+//!
+//! An interprocess event (`create_ipc_event`, `open_ipc_event`) keeps its state in a slot
+//! of the device's shared region instead (`shared/ipc_event.rs`): a record completes the
+//! slot's record number when the stream reaches the point; stream waits park on the
+//! external-wait thread; before any record, waits wait for the first one.
 
 use crate::error::{DeviceError, Error, EventError, Result};
 use crate::executor::DeviceState;
+use crate::shared::IpcEvent;
+use crate::stream::task::ExternalCond;
+use crate::stream::timeline::{Registered, Wake};
 use crate::stream::{Stream, StreamInner};
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -33,6 +41,7 @@ pub(crate) struct EventInner {
     timing: bool,
     dev: Arc<DeviceState>,
     point: Mutex<Option<Point>>,
+    ipc: Option<Arc<IpcEvent>>,
 }
 
 impl Drop for EventInner {
@@ -52,15 +61,78 @@ impl std::fmt::Debug for Event {
     }
 }
 
+/// A stream's wait on an interprocess event's record `target`.
+struct IpcWait {
+    ev: Arc<IpcEvent>,
+    target: u64,
+}
+
+impl ExternalCond for IpcWait {
+    fn poll(&self, thorough: bool) -> std::result::Result<bool, crate::error::TaskError> {
+        self.ev
+            .poll(self.target, thorough)
+            .map_err(crate::error::TaskError::Ipc)
+    }
+    fn seq(&self) -> u32 {
+        self.ev.seq()
+    }
+    fn sleep(&self, seen: u32, timeout: Duration) {
+        self.ev.sleep(seen, timeout);
+    }
+}
+
 impl Event {
     pub(crate) fn new(dev: Arc<DeviceState>, timing: bool) -> Self {
+        Self::with_ipc(dev, timing, None)
+    }
+
+    fn with_ipc(dev: Arc<DeviceState>, timing: bool, ipc: Option<Arc<IpcEvent>>) -> Self {
         LIVE_EVENTS.fetch_add(1, Relaxed);
         dev.live_events.fetch_add(1, Relaxed);
         Event(Arc::new(EventInner {
             timing,
             dev,
             point: Mutex::new(None),
+            ipc,
         }))
+    }
+
+    /// A new interprocess event on `dev` (region of `capacity`), or one opened from a
+    /// handle another process made.
+    pub(crate) fn new_ipc(dev: Arc<DeviceState>, capacity: u64, handle: Option<&str>) -> Result<Self> {
+        let ipc = match handle {
+            None => IpcEvent::create(dev.ordinal, capacity)?,
+            Some(h) => IpcEvent::open(h)?,
+        };
+        Ok(Self::with_ipc(dev, false, Some(Arc::new(ipc))))
+    }
+
+    /// True for an interprocess event.
+    pub fn is_interprocess(&self) -> bool {
+        self.0.ipc.is_some()
+    }
+
+    /// The handle another process passes to `open_ipc_event` (interprocess events only).
+    pub fn ipc_handle(&self) -> Result<String> {
+        let ipc = self
+            .0
+            .ipc
+            .as_ref()
+            .ok_or_else(|| Error::invalid("ipc_handle() needs an event created with interprocess=True"))?;
+        Ok(ipc.handle())
+    }
+
+    /// Records an interprocess event: the slot's next record number completes when the
+    /// stream reaches what was submitted so far (a waiter on the stream's timeline).
+    fn record_ipc(&self, ipc: &Arc<IpcEvent>, stream: &Stream) -> Result<()> {
+        let n = ipc.begin_record()?;
+        let target = stream.submitted();
+        let ev = ipc.clone();
+        let wake = Wake::Resume(Box::new(move || ev.complete(n)));
+        if let Registered::AlreadyDone(_) = stream.0.timeline.register(target, wake) {
+            ipc.complete(n);
+        }
+        Ok(())
     }
 
     pub fn timing(&self) -> bool {
@@ -81,6 +153,9 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         self.check()?;
         stream.0.check_usable()?;
+        if let Some(ipc) = &self.0.ipc {
+            return self.record_ipc(ipc, stream);
+        }
         let point = if self.0.timing {
             let stamp = Arc::new(AtomicU64::new(0));
             let target = stream.record_timing(stamp.clone())?;
@@ -116,6 +191,9 @@ impl Event {
     /// True once the recorded work has finished (or if never recorded).
     pub fn query(&self) -> Result<bool> {
         self.check()?;
+        if let Some(ipc) = &self.0.ipc {
+            return Ok(ipc.poll(ipc.target(), true)?);
+        }
         Ok(match &*self.0.point.lock() {
             None => true,
             Some(p) => p.stream.timeline.completed() >= p.target,
@@ -126,6 +204,10 @@ impl Event {
     /// in slices, so that a binding can check for signals between them).
     pub fn wait(&self, timeout: Option<Duration>) -> Result<bool> {
         crate::thread_role::forbid_runtime_thread("synchronize an event")?;
+        if let Some(ipc) = &self.0.ipc {
+            self.check()?;
+            return Ok(ipc.wait(ipc.target(), timeout.map(|t| Instant::now() + t))?);
+        }
         let Some((stream, target)) = self.point()? else {
             return Ok(true);
         };
@@ -144,6 +226,12 @@ impl Event {
     /// Waits for the recorded work, up to `timeout`.
     pub fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
         crate::thread_role::forbid_runtime_thread("synchronize an event")?;
+        if self.0.ipc.is_some() {
+            return match self.wait(timeout)? {
+                true => Ok(()),
+                false => Err(Self::timeout_error(timeout.unwrap_or_default())),
+            };
+        }
         let Some((stream, target)) = self.point()? else {
             return Ok(());
         };
@@ -192,6 +280,14 @@ impl Stream {
     /// timeout (ACL 107019, sticky) instead of waiting forever.
     pub fn wait_event_timeout(&self, event: &Event, timeout: Option<Duration>) -> Result<()> {
         self.0.check_usable()?;
+        if let Some(ipc) = &event.0.ipc {
+            event.check()?;
+            let cond = Arc::new(IpcWait {
+                ev: ipc.clone(),
+                target: ipc.target(),
+            });
+            return self.wait_external(cond, timeout);
+        }
         if let Some((on, target)) = event.point()? {
             log::debug!(
                 "stream {} waits for event {:p} (stream {} task {}): device {} context {}",

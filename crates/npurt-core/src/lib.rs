@@ -59,6 +59,7 @@ pub mod logging;
 pub mod memory;
 pub mod profiler;
 pub mod registry;
+pub mod shared;
 pub mod thread_role;
 
 mod context;
@@ -84,6 +85,11 @@ pub use stream::{Pending, Stream, LOWEST_PRIORITY, MAX_BLOCKS};
 /// Device-side wait deadlines scheduled and not yet fired or cancelled (leak checks).
 pub fn timer_pending() -> usize {
     executor::timer::pending()
+}
+
+/// Streams parked on a cross-process condition (an interprocess event) right now.
+pub fn external_waits_pending() -> usize {
+    executor::extwait::pending()
 }
 
 /// Objects alive in this process: (user streams, events, contexts) — for leak checks.

@@ -33,18 +33,57 @@ pub(crate) fn record(py: Python<'_>, e: &Event, s: &npurt_core::Stream) -> PyRes
 #[pymethods]
 impl PyEvent {
     /// `timing=True` (or torch's `enable_timing=True`) enables `elapsed_time`.
+    /// `interprocess=True`: another process can open it with `Event.from_ipc_handle`.
     #[new]
-    #[pyo3(signature = (timing=None, device=None, *, enable_timing=None))]
+    #[pyo3(signature = (timing=None, device=None, *, enable_timing=None, interprocess=None))]
     fn new(
         py: Python<'_>,
         timing: Option<&Bound<'_, PyAny>>,
         device: Option<&Bound<'_, PyAny>>,
         enable_timing: Option<&Bound<'_, PyAny>>,
+        interprocess: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let timing = crate::args::opt_bool_arg(timing, "timing")?.unwrap_or(false);
         let enable = crate::args::opt_bool_arg(enable_timing, "enable_timing")?.unwrap_or(false);
+        let ipc = crate::args::opt_bool_arg(interprocess, "interprocess")?.unwrap_or(false);
         let ctx = context_for(py, device)?;
-        Self::on_context(&ctx, timing || enable)
+        if !ipc {
+            return Self::on_context(&ctx, timing || enable);
+        }
+        if timing || enable {
+            return Err(npurt_core::Error::from(npurt_core::shared::SharedError::IpcTiming)).py_err();
+        }
+        Ok(Self {
+            e: py.detach(|| ctx.create_ipc_event()).py_err()?,
+        })
+    }
+
+    /// Opens an interprocess event from `handle` (`bytes` or `str` from `ipc_handle()`).
+    #[staticmethod]
+    #[pyo3(signature = (handle, device=None))]
+    fn from_ipc_handle(py: Python<'_>, handle: &Bound<'_, PyAny>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let h: String = if let Ok(b) = handle.cast::<pyo3::types::PyBytes>() {
+            String::from_utf8_lossy(b.as_bytes()).into_owned()
+        } else {
+            crate::args::str_arg(handle, "handle")?
+        };
+        let ctx = context_for(py, device)?;
+        Ok(Self {
+            e: py.detach(|| ctx.open_ipc_event(&h)).py_err()?,
+        })
+    }
+
+    /// The 64-byte handle (ACL's `ACL_IPC_EVENT_HANDLE_SIZE`, NUL-padded ASCII) another
+    /// process opens with `Event.from_ipc_handle`.
+    fn ipc_handle<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let mut h = self.e.ipc_handle().py_err()?.into_bytes();
+        h.resize(h.len().max(64), 0);
+        Ok(pyo3::types::PyBytes::new(py, &h))
+    }
+
+    #[getter]
+    fn interprocess(&self) -> bool {
+        self.e.is_interprocess()
     }
 
     #[getter]
@@ -56,7 +95,12 @@ impl PyEvent {
         self.e.device()
     }
     fn __repr__(&self) -> String {
-        format!("<npurt.Event device={} timing={}>", self.e.device(), self.e.timing())
+        let ipc = if self.e.is_interprocess() { " interprocess" } else { "" };
+        format!(
+            "<npurt.Event device={} timing={}{ipc}>",
+            self.e.device(),
+            self.e.timing()
+        )
     }
 
     /// Records all work submitted so far to `stream` (the current stream by default).

@@ -29,6 +29,7 @@ mod profiler;
 mod profmem;
 mod pybuf;
 mod runtime;
+mod shared;
 mod stream;
 mod view;
 mod wait;
@@ -46,6 +47,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     runtime::register(m)?;
+    shared::register(m)?;
     errors::register(m)?;
     device::register(m)?;
     stream::register(m)?;

@@ -114,8 +114,11 @@ fn _device_status(py: Python<'_>, device: i64) -> PyResult<Option<Bound<'_, PyDi
     };
     let (workers, busy_ns, events) = dev.activity();
     let m = dev.memory();
+    let (streams, _, _) = npurt_core::live_counts();
+    m.publish_activity(streams as u64, events as u64); // npurt-smi reads these from the region
     let st = m.stats();
     let d = PyDict::new(py);
+    d.set_item("shared", m.is_shared())?;
     d.set_item("workers", workers)?;
     d.set_item("busy_ns", busy_ns)?;
     d.set_item("events", events)?;

@@ -1,7 +1,8 @@
 """``acl.rt`` streams and events: ``create_stream``, ``destroy_stream``,
-``synchronize_stream[_with_timeout]``, ``stream_wait_event``, ``create_event[_with_flag]``,
-``record_event``, ``query_event[_status]``, ``synchronize_event[_with_timeout]``,
-``event_elapsed_time``, ``destroy_event``.
+``synchronize_stream[_with_timeout]``, ``stream_wait_event``,
+``create_event[_with_flag|_ex_with_flag]``, ``record_event``, ``query_event[_status]``,
+``synchronize_event[_with_timeout]``, ``event_elapsed_time``, ``destroy_event``;
+interprocess events (``ACL_EVENT_IPC``): ``ipc_get_event_handle``, ``ipc_open_event_handle``.
 
 Streams and events are npurt's own (``npurt.Stream``, ``npurt.Event``) behind integer
 handles; stream ``0`` is the current context's default stream. Timeouts are in ms (-1:
@@ -21,7 +22,10 @@ from . import constants as C
 
 __all__ = [
     "create_event",
+    "create_event_ex_with_flag",
     "create_event_with_flag",
+    "ipc_get_event_handle",
+    "ipc_open_event_handle",
     "create_stream",
     "create_stream_with_config",
     "destroy_event",
@@ -143,7 +147,51 @@ def create_event_with_flag(flag: int) -> Tuple[int, int]:
     if f & ~_EVENT_FLAGS:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"unknown event flag bits {f:#x}")
     S.current_context()
-    return S.add_handle("event", Event(timing=bool(f & C.ACL_EVENT_TIME_LINE))), C.ACL_SUCCESS
+    return S.add_handle("event", _flagged_event(f)), C.ACL_SUCCESS
+
+
+def _flagged_event(f: int) -> Event:
+    if f & C.ACL_EVENT_IPC:
+        if f & C.ACL_EVENT_TIME_LINE:
+            raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, "ACL_EVENT_IPC events cannot have ACL_EVENT_TIME_LINE")
+        return Event(interprocess=True)
+    return Event(timing=bool(f & C.ACL_EVENT_TIME_LINE))
+
+
+@S.api(0)
+def create_event_ex_with_flag(flag: int) -> Tuple[int, int]:
+    """``event, ret = acl.rt.create_event_ex_with_flag(flag)`` (aclrtCreateEventExWithFlag):
+    as ``create_event_with_flag``; ``ACL_EVENT_IPC`` (0x40) makes an interprocess event whose
+    handle ``ipc_get_event_handle`` gives."""
+    f = S.uint(flag, "rt.create_event_ex_with_flag")
+    if f & ~_EVENT_FLAGS:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"unknown event flag bits {f:#x}")
+    S.current_context()
+    return S.add_handle("event", _flagged_event(f)), C.ACL_SUCCESS
+
+
+@S.api(b"")
+def ipc_get_event_handle(event: int) -> Tuple[bytes, int]:
+    """``handle, ret = acl.rt.ipc_get_event_handle(event)`` (aclrtIpcGetEventHandle): the
+    64-byte handle (``ACL_IPC_EVENT_HANDLE_SIZE``) of an ``ACL_EVENT_IPC`` event; 107000
+    for another event."""
+    ev = S.get_handle("event", S.ulong(event, "rt.ipc_get_event_handle"))
+    if not ev.interprocess:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, "the event was not created with ACL_EVENT_IPC")
+    return ev.ipc_handle(), C.ACL_SUCCESS
+
+
+@S.api(0)
+def ipc_open_event_handle(handle: bytes) -> Tuple[int, int]:
+    """``event, ret = acl.rt.ipc_open_event_handle(handle)`` (aclrtIpcOpenEventHandle): an
+    event of this process for another process's ``ACL_EVENT_IPC`` event; streams wait on
+    its records with ``stream_wait_event``. 107000 for a malformed handle, 507022 for a
+    stale one."""
+    if not isinstance(handle, (bytes, bytearray, str)):
+        raise TypeError("acl.rt.ipc_open_event_handle args parse failed")
+    S.current_context()
+    return S.add_handle("event", Event.from_ipc_handle(bytes(handle) if not isinstance(handle, str) else handle)), \
+        C.ACL_SUCCESS
 
 
 @S.api()
@@ -161,6 +209,8 @@ def record_event(event: int, stream: int) -> int:
 
 def _complete(h: int) -> bool:
     ev = S.get_handle("event", h)
+    if ev.interprocess:  # recorded in any process: the shared slot knows
+        return ev.query()
     with _rec_lock:
         recorded = h in _recorded
     return recorded and ev.query()

@@ -9,6 +9,7 @@
 //! unsatisfied wait parks the stream on the other stream's timeline. See docs/ARCHITECTURE.md.
 
 mod engine;
+pub(crate) mod extwait;
 mod job;
 mod notifier;
 mod state;

@@ -372,6 +372,14 @@ impl Worker {
                     }
                 }
             }
+            Op::WaitExternal { cond, timeout } => match cond.poll(false) {
+                Ok(true) => {}
+                Err(e) => s.set_error_at(e, meta),
+                Ok(false) => {
+                    crate::executor::extwait::park(s.clone(), cond, timeout, meta);
+                    return false;
+                }
+            },
             Op::Engine(engine, op, desc) => {
                 s.dev.send_engine(
                     engine,

@@ -94,6 +94,10 @@ impl BufferInner {
             self.tell_free();
         }
         self.vacant = true;
+        // Imported memory is the exporter's: only this process's own allocations count.
+        if let (Some(a), false) = (&self.mem().shared, matches!(self.owner, Owner::Imported { .. })) {
+            a.allocated(-(events::rounded(self.nbytes) as i64));
+        }
         if let Some((q, bytes)) = self.charge.take() {
             q.uncharge(bytes);
         }

@@ -7,7 +7,7 @@
 use super::pool::PoolInner;
 use crate::error::{Error, Result};
 use crate::executor::Scheduler;
-use npurt_mem::{BlockSnapshot, BlockStatus, CachingPool, MemError, PageKind, PoolConfig, PoolStats, SegmentSnapshot};
+use npurt_mem::{CachingPool, MemError, PageKind, PoolConfig, PoolStats, ReserveGate};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -15,17 +15,17 @@ use std::sync::{Arc, Weak};
 /// Everything outside the caching pool, under one lock (changes are rare: creating a
 /// MemPool, a dedicated segment, a quota).
 #[derive(Default)]
-struct External {
+pub(super) struct External {
     /// Bytes reserved outside the caching pool (MemPools + dedicated segments).
-    reserved: usize,
+    pub(super) reserved: usize,
     /// `set_per_process_memory_fraction` quota in bytes.
-    quota: Option<usize>,
-    fraction: Option<f64>,
+    pub(super) quota: Option<usize>,
+    pub(super) fraction: Option<f64>,
     /// Dedicated segments by base address: (mapped bytes, requested bytes, page kind).
-    dedicated: BTreeMap<usize, (usize, usize, PageKind)>,
+    pub(super) dedicated: BTreeMap<usize, (usize, usize, PageKind)>,
     /// Statistics of the dedicated segments (large-pool column).
-    stats: PoolStats,
-    pools: Vec<Weak<PoolInner>>,
+    pub(super) stats: PoolStats,
+    pub(super) pools: Vec<Weak<PoolInner>>,
 }
 
 /// The memory of one active device (see the module docs). Shared by the device, its
@@ -36,9 +36,11 @@ pub struct DeviceMemory {
     pub(crate) dev: Arc<Scheduler>,
     pub(crate) pool: CachingPool,
     capacity: usize,
-    ext: Mutex<External>,
+    pub(super) ext: Mutex<External>,
     /// The shareable pool and imported ranges (`shareable.rs`).
     pub(crate) share: super::shareable::ShareState,
+    /// This process's slot in the device's shared status region (None: process-private).
+    pub(crate) shared: Option<Arc<crate::shared::Attached>>,
 }
 
 impl std::fmt::Debug for DeviceMemory {
@@ -53,7 +55,9 @@ impl DeviceMemory {
         // captured its buffer has run and been dropped, so every free block is idle (the
         // pool's contract for hook-less pools). A hook would also make allocations wait for
         // the device, which deadlocks when called from a host callback.
+        let shared = crate::shared::Attached::attach(device, capacity as u64);
         let pool = CachingPool::new(PoolConfig {
+            reserve_gate: shared.clone().map(|a| a as Arc<dyn ReserveGate>),
             segment_observer: Some(super::events::segment_observer(
                 device,
                 super::events::MemPoolKind::Device,
@@ -67,6 +71,7 @@ impl DeviceMemory {
             capacity,
             ext: Mutex::new(External::default()),
             share: Default::default(),
+            shared,
         }))
     }
 
@@ -141,6 +146,11 @@ impl DeviceMemory {
     /// Takes `bytes` of device room for something outside the caching pool (releasing the
     /// pool's cached segments if needed), or fails with OutOfMemory.
     pub(crate) fn reserve_external(&self, bytes: usize) -> Result<()> {
+        self.charge_shared(bytes)?;
+        self.reserve_local(bytes).inspect_err(|_| self.release_shared(bytes))
+    }
+
+    fn reserve_local(&self, bytes: usize) -> Result<()> {
         let mut ext = self.ext.lock();
         let budget = Self::budget(&ext, self.capacity);
         let total = ext.reserved.checked_add(bytes).filter(|&t| t <= budget);
@@ -163,9 +173,40 @@ impl DeviceMemory {
     }
 
     pub(crate) fn release_external(&self, bytes: usize) {
+        self.release_shared(bytes);
         let mut ext = self.ext.lock();
         ext.reserved = ext.reserved.saturating_sub(bytes);
         self.apply_limit(&ext);
+    }
+
+    /// Charges `bytes` on the device's shared counter (other processes' reservations
+    /// count); a refusal first gives this process's cached segments back.
+    fn charge_shared(&self, bytes: usize) -> Result<()> {
+        let Some(a) = &self.shared else { return Ok(()) };
+        if a.try_reserve(bytes).is_ok() {
+            return Ok(());
+        }
+        // Not the shareable pool's cache: its growth calls here holding its lock.
+        self.pool.empty_cache();
+        a.try_reserve(bytes).map_err(|what| {
+            let mut ext = self.ext.lock();
+            ext.stats.num_ooms += 1;
+            MemError::OutOfMemory {
+                requested: bytes,
+                limit: self.capacity,
+                allocated: self.pool.allocated_bytes() + ext.stats.allocated_bytes[0].current as usize,
+                reserved: self.pool.reserved_bytes() + ext.reserved,
+                largest_free: self.pool.largest_free_block(),
+                what,
+            }
+            .into()
+        })
+    }
+
+    fn release_shared(&self, bytes: usize) {
+        if let (Some(a), true) = (&self.shared, bytes > 0) {
+            a.release(bytes);
+        }
     }
 
     pub(crate) fn register_pool(&self, p: &Arc<PoolInner>) {
@@ -177,6 +218,7 @@ impl DeviceMemory {
     /// Records a dedicated segment of `mapped` bytes for which `reserved` (≥ `mapped`) bytes
     /// were taken with [`reserve_external`](Self::reserve_external); returns the rest.
     pub(crate) fn add_dedicated(&self, base: usize, mapped: usize, reserved: usize, requested: usize, kind: PageKind) {
+        self.release_shared(reserved.saturating_sub(mapped));
         let mut ext = self.ext.lock();
         ext.reserved = ext.reserved.saturating_sub(reserved) + mapped;
         self.apply_limit(&ext);
@@ -191,6 +233,7 @@ impl DeviceMemory {
             return;
         };
         ext.stats.remove_dedicated(mapped as u64, requested as u64, kind);
+        self.release_shared(mapped);
         ext.reserved = ext.reserved.saturating_sub(mapped);
         self.apply_limit(&ext);
     }
@@ -290,6 +333,9 @@ impl DeviceMemory {
         let mut ext = self.ext.lock();
         ext.quota = Some((fraction * self.capacity as f64) as usize);
         ext.fraction = Some(fraction);
+        if let Some(a) = &self.shared {
+            a.set_quota(ext.quota.unwrap_or(0) as u64);
+        }
         self.apply_limit(&ext);
         Ok(())
     }
@@ -304,104 +350,6 @@ impl DeviceMemory {
         let mut s = format!("device {}\n{}", self.device, self.stats().summary());
         s += &self.pool_lines();
         s
-    }
-
-    /// The summary's per-pool and per-page-kind lines: allocated / reserved bytes of the
-    /// caching pool, each memory pool and the dedicated segments, and reserved bytes by
-    /// page kind.
-    fn pool_lines(&self) -> String {
-        use npurt_mem::human_bytes;
-        let row = |name: String, a: u64, r: u64, n: usize| {
-            format!(
-                "|{:<27}|{:>15}|{:>15}|{:>15}|\n",
-                name,
-                human_bytes(a),
-                human_bytes(r),
-                n
-            )
-        };
-        let thin = "|".to_string() + &"-".repeat(75) + "|\n";
-        let mut s = format!(
-            "|{:<27}|{:>15}|{:>15}|{:>15}|\n",
-            " Pool", "Allocated", "Reserved", "Segments"
-        );
-        s += &thin;
-        let ps = self.pool.stats();
-        s += &row(
-            " caching pool".into(),
-            ps.allocated_bytes[0].current,
-            ps.reserved_bytes[0].current,
-            ps.segment[0].current as usize,
-        );
-        for p in self.pools() {
-            let st = p.pool.stats();
-            s += &row(
-                format!(" mempool {}", p.id),
-                st.allocated_bytes[0].current,
-                p.pool.capacity() as u64,
-                1,
-            );
-        }
-        let ext = self.ext.lock();
-        let mapped: usize = ext.dedicated.values().map(|&(m, _, _)| m).sum();
-        let n = ext.dedicated.len();
-        s += &row(
-            " dedicated segments".into(),
-            ext.stats.allocated_bytes[0].current,
-            mapped as u64,
-            n,
-        );
-        drop(ext);
-        s += &thin;
-        let all = self.stats();
-        let kinds = [
-            (PageKind::HugeTlb, "hugetlb"),
-            (PageKind::Thp, "thp"),
-            (PageKind::Normal, "normal"),
-        ];
-        for (k, name) in kinds {
-            let bytes = human_bytes(all.page_bytes[k.index()]);
-            s += &format!("|{:<27}|{:>15}|{:<31}|\n", format!(" {name} pages"), bytes, " reserved");
-        }
-        s += &("|".to_string() + &"=".repeat(75) + "|\n");
-        s
-    }
-
-    /// Every segment on the device with its blocks (torch's `memory_snapshot`): the
-    /// caching pool's, each memory pool's and the dedicated ones.
-    pub fn segments(&self) -> Vec<(super::events::MemPoolKind, SegmentSnapshot)> {
-        use super::events::MemPoolKind;
-        let mut out: Vec<_> = self
-            .pool
-            .snapshot()
-            .into_iter()
-            .map(|s| (MemPoolKind::Device, s))
-            .collect();
-        for p in self.pools() {
-            out.extend(p.pool.snapshot().into_iter().map(|s| (MemPoolKind::Pool(p.id), s)));
-        }
-        if let Some(p) = self.share.pool() {
-            out.extend(p.snapshot().into_iter().map(|s| (MemPoolKind::Shareable, s)));
-        }
-        let ext = self.ext.lock();
-        for (&base, &(mapped, requested, kind)) in &ext.dedicated {
-            let block = BlockSnapshot {
-                addr: base,
-                size: mapped,
-                requested,
-                status: BlockStatus::Allocated,
-            };
-            let seg = SegmentSnapshot {
-                base,
-                size: mapped,
-                mapped_len: mapped,
-                page_kind: kind,
-                large: true,
-                blocks: vec![block],
-            };
-            out.push((MemPoolKind::Dedicated, seg));
-        }
-        out
     }
 
     /// Live allocations and their bytes (for the teardown's leak report).

@@ -37,6 +37,7 @@ mod host;
 mod pool;
 mod quota;
 mod shareable;
+mod summary;
 mod view;
 
 pub use any::AnyBuffer;
@@ -127,6 +128,9 @@ fn alloc_plain(
     shareable: Option<bool>,
 ) -> Result<DeviceBuffer> {
     let r = alloc_untold(mem, nbytes, policy, shareable);
+    if let (Some(a), Ok(_)) = (&mem.shared, &r) {
+        a.allocated(events::rounded(nbytes) as i64); // the shared region's one relaxed add
+    }
     if events::is_active() {
         tell_alloc(&r, mem.device, nbytes);
     }

@@ -49,8 +49,26 @@ pub(crate) enum Op {
         target: u64,
         timeout: Option<std::time::Duration>,
     },
+    /// Block this stream until an outside condition holds (an interprocess event's record
+    /// in another process), polled by the external-wait thread, not a worker.
+    WaitExternal {
+        cond: Arc<dyn ExternalCond>,
+        timeout: Option<std::time::Duration>,
+    },
     /// Run on an engine thread.
     Engine(Engine, EngineOp, EngineDesc),
+}
+
+/// A condition outside this process's timelines that a stream can wait on
+/// (`executor/extwait.rs` polls it).
+pub(crate) trait ExternalCond: Send + Sync {
+    /// True once it holds; an error when it never will. `thorough`: also run the slower
+    /// checks (is the other process alive?), done every few milliseconds.
+    fn poll(&self, thorough: bool) -> Result<bool, TaskError>;
+    /// A value that changes whenever the condition may have changed (read before `poll`).
+    fn seq(&self) -> u32;
+    /// Sleeps until `seq` moves from `seen` or `timeout` passes.
+    fn sleep(&self, seen: u32, timeout: std::time::Duration);
 }
 
 impl Op {
@@ -58,7 +76,7 @@ impl Op {
         match self {
             Op::Kernel { .. } => TaskKind::Kernel,
             Op::Record(_) => TaskKind::Record,
-            Op::Wait { .. } => TaskKind::Wait,
+            Op::Wait { .. } | Op::WaitExternal { .. } => TaskKind::Wait,
             Op::Engine(_, _, d) => d.kind,
         }
     }
