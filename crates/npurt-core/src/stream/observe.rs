@@ -99,6 +99,7 @@ pub(super) fn describe(op: &Op) -> String {
         Op::Kernel { kernel, blocks } => format!("kernel {:?} ({blocks} blocks)", kernel.name()),
         Op::Record(_) => "timing event record".to_string(),
         Op::Wait { on, target, .. } => format!("wait for stream {} task {}", on.id, target.saturating_sub(1)),
+        Op::WaitExternal { .. } => "wait for an interprocess event".to_string(),
         Op::Engine(_, _, d) if d.bytes > 0 => format!("{} of {} B", d.kind.label(), d.bytes),
         Op::Engine(_, _, d) => d.kind.label().to_string(),
     }
