@@ -83,8 +83,9 @@ class _Writer:
             while len(q) > 2 and now - q[1][0] >= 1.0:
                 q.popleft()
             (t0, b0), (t1, b1) = q[0], q[-1]
-            span = (t1 - t0) * 1e9 * max(1, st["workers"])
-            st["aicore_util"] = round(min(100.0, 100.0 * (b1 - b0) / span), 1) if span > 0 else 0.0
+            # The one utilisation rule is Rust's (npurt_core::busy_percent).
+            busy = _npurt._busy_percent(max(0, b1 - b0), max(0, int((t1 - t0) * 1e9)), max(1, st["workers"]))
+            st["aicore_util"] = round(busy, 1)
             st["device"] = d
             devices.append(st)
         if not devices:

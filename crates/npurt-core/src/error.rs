@@ -340,6 +340,7 @@ pub enum Error {
     Buffer(#[from] BufferError),
     #[error(transparent)]
     Ipc(#[from] IpcError),
+    #[error(transparent)]
     Shared(#[from] crate::shared::SharedError),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -1,7 +1,8 @@
 """``acl.rt`` streams and events: ``create_stream``, ``destroy_stream``,
 ``synchronize_stream[_with_timeout]``, ``stream_wait_event``,
 ``create_event[_with_flag|_ex_with_flag]``, ``record_event``, ``query_event[_status]``,
-``synchronize_event[_with_timeout]``, ``event_elapsed_time``, ``destroy_event``;
+``query_event_wait_status``, ``synchronize_event[_with_timeout]``, ``event_elapsed_time``,
+``destroy_event``;
 interprocess events (``ACL_EVENT_IPC``): ``ipc_get_event_handle``, ``ipc_open_event_handle``.
 
 Streams and events are npurt's own (``npurt.Stream``, ``npurt.Event``) behind integer
@@ -34,6 +35,7 @@ __all__ = [
     "event_elapsed_time",
     "query_event",
     "query_event_status",
+    "query_event_wait_status",
     "record_event",
     "stream_query",
     "stream_wait_event",
@@ -51,7 +53,11 @@ _EVENT_FLAGS = (
     | C.ACL_EVENT_EXTERNAL
     | C.ACL_EVENT_IPC
 )
+#: aclrtCreateEventExWithFlag's flags (ACL_EVENT_IPC only alone).
+_EX_EVENT_FLAGS = C.ACL_EVENT_SYNC | C.ACL_EVENT_CAPTURE_STREAM_PROGRESS | C.ACL_EVENT_TIME_LINE | C.ACL_EVENT_IPC
 _recorded: set = set()  # event handles recorded at least once
+_ex_flags: dict = {}  # handle -> flag, for events made by create_event_ex_with_flag
+_waits: dict = {}  # handle -> markers recorded right after each stream_wait_event on it
 _rec_lock = threading.Lock()
 
 
@@ -127,7 +133,22 @@ def stream_wait_event(stream: int, event: int) -> int:
     the device, for the work ``event`` recorded."""
     fn = "rt.stream_wait_event"
     s, e = S.ulong(stream, fn), S.ulong(event, fn)
-    S.stream_of(s).wait_event(S.get_handle("event", e))
+    st, ev = S.stream_of(s), S.get_handle("event", e)
+    with _rec_lock:
+        flag = _ex_flags.get(e)
+    if flag is not None and not flag & (C.ACL_EVENT_SYNC | C.ACL_EVENT_IPC):
+        raise S.Fail(
+            C.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "an event made by create_event_ex_with_flag without ACL_EVENT_SYNC cannot be waited on",
+        )
+    st.wait_event(ev)
+    if flag is None:  # for query_event_wait_status: done when the stream passed the wait
+        marker = Event()
+        marker.record(st)
+        with _rec_lock:
+            pending = [m for m in _waits.get(e, ()) if not m.query()]
+            pending.append(marker)
+            _waits[e] = pending
     return C.ACL_SUCCESS
 
 
@@ -146,6 +167,8 @@ def create_event_with_flag(flag: int) -> Tuple[int, int]:
     f = S.uint(flag, "rt.create_event_with_flag")
     if f & ~_EVENT_FLAGS:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"unknown event flag bits {f:#x}")
+    if f & C.ACL_EVENT_IPC:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, "ACL_EVENT_IPC events are made by create_event_ex_with_flag")
     S.current_context()
     return S.add_handle("event", _flagged_event(f)), C.ACL_SUCCESS
 
@@ -161,13 +184,22 @@ def _flagged_event(f: int) -> Event:
 @S.api(0)
 def create_event_ex_with_flag(flag: int) -> Tuple[int, int]:
     """``event, ret = acl.rt.create_event_ex_with_flag(flag)`` (aclrtCreateEventExWithFlag):
-    as ``create_event_with_flag``; ``ACL_EVENT_IPC`` (0x40) makes an interprocess event whose
-    handle ``ipc_get_event_handle`` gives."""
+    ``flag`` is a bitmap of ``ACL_EVENT_SYNC`` (0x1: streams may wait on it),
+    ``ACL_EVENT_CAPTURE_STREAM_PROGRESS`` (0x2), ``ACL_EVENT_TIME_LINE`` (0x8: timestamps), or
+    ``ACL_EVENT_IPC`` (0x40) alone: an interprocess event whose handle
+    ``ipc_get_event_handle`` gives. Other bits: 100000; IPC with another flag: 107000. As in
+    ACL, such events refuse ``query_event`` and ``query_event_wait_status``, and
+    ``stream_wait_event`` needs ``ACL_EVENT_SYNC`` (or IPC) (207000)."""
     f = S.uint(flag, "rt.create_event_ex_with_flag")
-    if f & ~_EVENT_FLAGS:
+    if f & ~_EX_EVENT_FLAGS:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"unknown event flag bits {f:#x}")
+    if f & C.ACL_EVENT_IPC and f != C.ACL_EVENT_IPC:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, "ACL_EVENT_IPC cannot be combined with other event flags")
     S.current_context()
-    return S.add_handle("event", _flagged_event(f)), C.ACL_SUCCESS
+    h = S.add_handle("event", _flagged_event(f))
+    with _rec_lock:
+        _ex_flags[h] = f
+    return h, C.ACL_SUCCESS
 
 
 @S.api(b"")
@@ -225,12 +257,41 @@ def query_event_status(event: int) -> Tuple[int, int]:
     return (C.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else C.ACL_EVENT_RECORDED_STATUS_NOT_READY), C.ACL_SUCCESS
 
 
+def _refuse_ex(h: int, call: str) -> None:
+    with _rec_lock:
+        ex = h in _ex_flags
+    if ex:
+        raise S.Fail(C.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"{call} does not take events made by create_event_ex_with_flag")
+
+
 @S.api(C.ACL_EVENT_STATUS_NOT_READY)
 def query_event(event: int) -> Tuple[int, int]:
     """``status, ret = acl.rt.query_event(event)`` (deprecated in ACL): ``ACL_EVENT_STATUS_
-    COMPLETE`` (0) or ``ACL_EVENT_STATUS_NOT_READY`` (1)."""
-    done = _complete(S.ulong(event, "rt.query_event"))
+    COMPLETE`` (0) or ``ACL_EVENT_STATUS_NOT_READY`` (1); 207000 for an event made by
+    ``create_event_ex_with_flag``."""
+    h = S.ulong(event, "rt.query_event")
+    S.get_handle("event", h)
+    _refuse_ex(h, "query_event")
+    done = _complete(h)
     return (C.ACL_EVENT_STATUS_COMPLETE if done else C.ACL_EVENT_STATUS_NOT_READY), C.ACL_SUCCESS
+
+
+@S.api(C.ACL_EVENT_WAIT_STATUS_NOT_READY)
+def query_event_wait_status(event: int) -> Tuple[int, int]:
+    """``status, ret = acl.rt.query_event_wait_status(event)`` (aclrtQueryEventWaitStatus):
+    ``ACL_EVENT_WAIT_STATUS_COMPLETE`` (0) once every ``stream_wait_event`` on ``event`` has
+    run on its stream (also when there was none), else ``ACL_EVENT_WAIT_STATUS_NOT_READY``
+    (1); 207000 for an event made by ``create_event_ex_with_flag``."""
+    h = S.ulong(event, "rt.query_event_wait_status")
+    S.get_handle("event", h)
+    _refuse_ex(h, "query_event_wait_status")
+    with _rec_lock:
+        pending = [m for m in _waits.get(h, ()) if not m.query()]
+        if pending:
+            _waits[h] = pending
+        else:
+            _waits.pop(h, None)
+    return (C.ACL_EVENT_WAIT_STATUS_NOT_READY if pending else C.ACL_EVENT_WAIT_STATUS_COMPLETE), C.ACL_SUCCESS
 
 
 @S.api()
@@ -267,4 +328,6 @@ def destroy_event(event: int) -> int:
     S.drop_handle("event", h)
     with _rec_lock:
         _recorded.discard(h)
+        _ex_flags.pop(h, None)
+        _waits.pop(h, None)
     return C.ACL_SUCCESS

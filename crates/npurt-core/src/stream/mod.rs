@@ -303,13 +303,13 @@ impl Stream {
         self.wait_point(other.0.clone(), other.0.queue.tail(), None)
     }
 
-    /// Orders later work on this stream after `on` reached `target` (a device-side wait).
     /// Queues a wait on an outside condition (see [`task::ExternalCond`]).
     pub(crate) fn wait_external(&self, cond: Arc<dyn task::ExternalCond>, timeout: Option<Duration>) -> Result<()> {
         self.0.check_usable()?;
         self.submit(Op::WaitExternal { cond, timeout }).map(|_| ())
     }
 
+    /// Orders later work on this stream after `on` reached `target` (a device-side wait).
     pub(crate) fn wait_point(&self, on: Arc<StreamInner>, target: u64, timeout: Option<Duration>) -> Result<()> {
         if Arc::ptr_eq(&on, &self.0) || on.timeline.completed() >= target {
             return Ok(()); // already ordered (same stream) or already satisfied
