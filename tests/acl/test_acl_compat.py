@@ -185,6 +185,59 @@ def test_tutorial_dialect_pool_allocates_from_a_real_mempool(dev0):
     assert acl.rt.malloc(1000, 0, pool)[1] == acl.ACL_ERROR_RT_PARAM_INVALID, "destroyed handle"
 
 
+def test_tutorial_dialect_registered_range_sub_allocates(dev0):
+    parent, ret = acl.rt.malloc(8192, acl.ACL_MEM_MALLOC_HUGE_FIRST)
+    assert ret == 0
+    before = npurt.memory_allocated()
+    start = parent + 100  # an interior start: the range begins at the next 32-byte boundary
+    assert acl.rt.register_mem(start, 4096, 0) == 0
+    assert acl.rt.register_mem(start, 4096, 0) == acl.ACL_ERROR_RT_PARAM_INVALID, "registered twice"
+    a, ret = acl.rt.malloc_from_mem(1000, start)
+    assert ret == 0
+    b, ret = acl.rt.malloc_from_mem(1000, start)
+    assert ret == 0
+    assert a % 32 == 0 and start <= a and b >= a + 1056, "ACL's size rule: ALIGN_UP(1000, 32) + 32"
+    assert b + 1000 <= start + 4096
+    assert npurt.memory_allocated() == before, "blocks take no device memory of their own"
+    # blocks are real device memory: copies into and out of them
+    x = np.arange(250, dtype=np.float32)
+    y = np.zeros_like(x)
+    assert acl.rt.memcpy(b, 1000, x.ctypes.data, x.nbytes, acl.ACL_MEMCPY_HOST_TO_DEVICE) == 0
+    assert acl.rt.memcpy(y.ctypes.data, y.nbytes, b, 1000, acl.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    np.testing.assert_array_equal(x, y)
+    # the range is bounded: 4096 - 2 * 1056 bytes are left
+    big, ret = acl.rt.malloc_from_mem(3000, start)
+    assert ret == acl.ACL_ERROR_RT_MEMORY_ALLOCATION and big == 0
+    assert acl.rt.free(parent) == acl.ACL_ERROR_RT_PARAM_INVALID, "a range is registered in it"
+    assert acl.rt.unregister_mem(start) == acl.ACL_ERROR_RT_PARAM_INVALID, "blocks are live"
+    assert acl.rt.free(a) == 0
+    c, ret = acl.rt.malloc_from_mem(900, start)
+    assert ret == 0 and c == a, "a freed block's bytes come back (best fit)"
+    assert acl.rt.free(b) == 0 and acl.rt.free(c) == 0
+    assert acl.rt.free(c) == acl.ACL_ERROR_RT_MEMORY_FREE, "double free"
+    assert acl.rt.unregister_mem(start) == 0
+    assert acl.rt.malloc_from_mem(64, start)[1] == acl.ACL_ERROR_RT_PARAM_INVALID, "no longer registered"
+    assert acl.rt.free(parent) == 0
+
+
+def test_tutorial_dialect_registered_range_refuses_bad_input(dev0):
+    parent, ret = acl.rt.malloc(1024, 0)
+    assert ret == 0
+    host = np.zeros(64, np.uint8)
+    assert acl.rt.register_mem(host.ctypes.data, 64, 0) == acl.ACL_ERROR_RT_PARAM_INVALID, "host memory"
+    assert acl.rt.register_mem(parent, 0, 0) == acl.ACL_ERROR_RT_PARAM_INVALID, "empty range"
+    assert acl.rt.register_mem(parent + 512, 4096, 0) == acl.ACL_ERROR_RT_PARAM_INVALID, "past the allocation"
+    assert acl.rt.malloc_from_mem(64, parent) == (0, acl.ACL_ERROR_RT_PARAM_INVALID), "not registered"
+    assert acl.rt.register_mem(parent, 1024, 0) == 0
+    assert acl.rt.malloc_from_mem(0, parent) == (0, acl.ACL_ERROR_INVALID_PARAM)
+    assert acl.rt.get_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
+    with pytest.raises(TypeError, match="args parse failed"):
+        acl.rt.malloc_from_mem("64", parent)
+    assert acl.rt.unregister_mem(parent) == 0
+    assert acl.rt.unregister_mem(parent) == acl.ACL_ERROR_RT_PARAM_INVALID
+    assert acl.rt.free(parent) == 0
+
+
 def test_tutorial_dialect_context_block():
     with acl.rt.context(0) as ctx:
         assert ctx != 0

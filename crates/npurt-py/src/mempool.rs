@@ -1,12 +1,14 @@
 //! `npurt.MemPool` (an explicit preallocated pool; `with pool:` routes this thread's
-//! allocations into it) and `_resolve` (raw device pointer validation).
+//! allocations into it), `_SubRange` (blocks carved from a registered range of one
+//! allocation: the acl dialect's register_mem / malloc_from_mem) and `_resolve` (raw device
+//! pointer validation).
 
 use crate::args::{int_arg, size_arg};
 use crate::device::device_id;
 use crate::errors::{resource_warning, to_py, IntoPy};
 use crate::memory::{lock, memory_for, PyDeviceBuffer};
 use npurt_core::alloc;
-use npurt_core::memory::{self, MemPool};
+use npurt_core::memory::{self, MemPool, SubRange};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use std::sync::Mutex;
@@ -120,6 +122,62 @@ impl PyMemPool {
     }
 }
 
+/// A sub-allocator over `[addr, addr + size)` of the live allocation `buffer`
+/// (`npurt_core::memory::SubRange`): `malloc(n)` carves a block with `aclrtMalloc`'s size
+/// rule; a block's bytes come back when it is freed and its queued work has run.
+#[pyclass(module = "npurt", name = "_SubRange", frozen)]
+pub(crate) struct PySubRange(SubRange);
+
+#[pymethods]
+impl PySubRange {
+    #[new]
+    fn new(buffer: PyRef<'_, PyDeviceBuffer>, addr: &Bound<'_, PyAny>, size: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let addr = int_arg(addr, "addr", 0, i64::MAX)? as usize;
+        let n = size_arg(size, "size")?;
+        Ok(Self(SubRange::register(&buffer.handle()?, addr, n).py_err()?))
+    }
+
+    fn malloc(&self, nbytes: &Bound<'_, PyAny>) -> PyResult<PyDeviceBuffer> {
+        let n = size_arg(nbytes, "nbytes")?;
+        Ok(PyDeviceBuffer::wrap(self.0.alloc(n).py_err()?))
+    }
+
+    /// First usable address (the registered start rounded up to 32 bytes).
+    #[getter]
+    fn base(&self) -> usize {
+        self.0.base()
+    }
+    /// Usable bytes.
+    #[getter]
+    fn size(&self) -> usize {
+        self.0.len()
+    }
+    /// Bytes no block holds.
+    #[getter]
+    fn available(&self) -> usize {
+        self.0.available()
+    }
+    /// Blocks alive.
+    #[getter]
+    fn live_blocks(&self) -> usize {
+        self.0.live_blocks()
+    }
+    /// Base address of the allocation the range carves from.
+    #[getter]
+    fn parent(&self) -> usize {
+        self.0.parent().addr()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<npurt._SubRange base={:#x} size={} live_blocks={}>",
+            self.0.base(),
+            self.0.len(),
+            self.0.live_blocks()
+        )
+    }
+}
+
 /// Validates a raw device pointer range (for tests and the future `npurt.acl`): returns
 /// a dict with base, offset, size, page_kind, pool.
 #[pyfunction]
@@ -152,6 +210,7 @@ pub(crate) fn _owns_device_address(py: Python<'_>, ptr: &Bound<'_, PyAny>) -> Py
 /// Adds this file's classes and functions to `npurt._npurt`.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMemPool>()?;
+    m.add_class::<PySubRange>()?;
     m.add_function(wrap_pyfunction!(_resolve, m)?)?;
     m.add_function(wrap_pyfunction!(_owns_device_address, m)?)?;
     Ok(())

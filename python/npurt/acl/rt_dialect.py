@@ -7,20 +7,32 @@ dialect, not in pyACL"). Each is a thin alias over the real machinery:
   ``acl.rt.malloc(size, policy, pool)`` allocates from it (ACL's ``ALIGN_UP(size, 32) + 32``
   bytes; the pool full: 207001), ``acl.rt.free(ptr)`` gives the block back to it, and
   ``acl.rt.mem_pool_destroy(pool)`` releases it (blocks still allocated: 107000);
+* ``ret = acl.rt.register_mem(ptr, size, attrs)`` registers ``[ptr, ptr + size)`` of an
+  ``acl.rt.malloc`` allocation for sub-allocation (npurt-core's ``SubRange``: best fit,
+  blocks 32-byte aligned with ``aclrtMalloc``'s size rule); ``blk, ret =
+  acl.rt.malloc_from_mem(size, ptr)`` carves a block out of the range registered at ``ptr``
+  (full: 207001; ``ptr`` not registered: 107000), ``acl.rt.free(blk)`` gives it back, and
+  ``acl.rt.unregister_mem(ptr)`` ends the range (blocks still live: 107000). ``free`` of an
+  allocation with a range registered in it: 107000 (unregister first);
 * ``with acl.rt.context(device_id) as ctx:`` sets the device for the block (``ctx`` is the
   handle of its default context) and resets it at the end.
 """
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+import threading
+from typing import Any, Dict, Tuple
 
+from .. import _npurt
 from ..memory import MemPool
 from . import _state as S
 from . import constants as C
 from . import rt_device as _dev
 
-__all__ = ["context", "mem_pool_config", "mem_pool_destroy"]
+__all__ = ["context", "malloc_from_mem", "mem_pool_config", "mem_pool_destroy", "register_mem", "unregister_mem"]
+
+_ranges: Dict[int, Any] = {}  # registered ptr -> _npurt._SubRange
+_ranges_lock = threading.Lock()
 
 
 @S.api(0)
@@ -49,6 +61,64 @@ def mem_pool_destroy(pool: int) -> int:
     p.destroy()
     S.drop_handle("mem_pool", h)
     return C.ACL_SUCCESS
+
+
+@S.api()
+def register_mem(ptr: int, size: int, attrs: int = 0) -> int:
+    """``ret = acl.rt.register_mem(ptr, size, attrs)`` (tutorial dialect): ``[ptr, ptr +
+    size)`` must lie in one live ``acl.rt.malloc`` allocation; ``attrs`` is accepted and
+    not used (npurt's device memory has one kind). Registered twice at ``ptr``: 107000."""
+    fn = "rt.register_mem"
+    p, n = S.ulong(ptr, fn), S.ulong(size, fn)
+    S.uint(attrs, fn)
+    found = S.device_allocs.find(p)
+    if found is None:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"register_mem: {p:#x} is not in a live acl.rt.malloc allocation")
+    buf = found[0]
+    with _ranges_lock:
+        if p in _ranges:
+            raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"register_mem: {p:#x} is already registered")
+        _ranges[p] = _npurt._SubRange(buf, p, n)  # range checks are npurt-core's
+    return C.ACL_SUCCESS
+
+
+@S.api(0)
+def malloc_from_mem(size: int, ptr: int) -> Tuple[int, int]:
+    """``blk, ret = acl.rt.malloc_from_mem(size, ptr)`` (tutorial dialect): a block of the
+    range registered at ``ptr``; ``acl.rt.free(blk)`` returns it."""
+    fn = "rt.malloc_from_mem"
+    n, p = S.ulong(size, fn), S.ulong(ptr, fn)
+    if n == 0:
+        raise S.Fail(C.ACL_ERROR_INVALID_PARAM, "malloc_from_mem: size must be > 0")
+    with _ranges_lock:
+        r = _ranges.get(p)
+    if r is None:
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"malloc_from_mem: no range is registered at {p:#x}")
+    blk = r.malloc(n)
+    S.device_allocs.add(blk.ptr, blk, blk.nbytes)
+    return blk.ptr, C.ACL_SUCCESS
+
+
+@S.api()
+def unregister_mem(ptr: int) -> int:
+    """``ret = acl.rt.unregister_mem(ptr)`` (tutorial dialect): ends the range registered
+    at ``ptr`` (blocks of it still live: 107000, free them first)."""
+    p = S.ulong(ptr, "rt.unregister_mem")
+    with _ranges_lock:
+        r = _ranges.get(p)
+        if r is None:
+            raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"unregister_mem: no range is registered at {p:#x}")
+        if r.live_blocks:
+            raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"unregister_mem: {r.live_blocks} block(s) of the range are still live")
+        del _ranges[p]
+    return C.ACL_SUCCESS
+
+
+def check_unregistered(base: int) -> None:
+    """``acl.rt.free`` of the allocation at ``base``: 107000 while a range is registered in it."""
+    with _ranges_lock:
+        if any(r.parent == base for r in _ranges.values()):
+            raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"free: {base:#x} has a range registered by register_mem; unregister_mem it first")
 
 
 class context:  # noqa: N801 - the dialect's lower-case name

@@ -93,7 +93,11 @@ def _free(allocs: S.Allocations, ptr: int, what: str) -> int:
 def free(dev_ptr: int) -> int:
     """``ret = acl.rt.free(dev_ptr)`` (``aclrtFree``). Stream-ordered: copies already queued
     that use the memory still see it. Unknown, interior or already freed pointers: 207002."""
-    return _free(S.device_allocs, S.ulong(dev_ptr, "rt.free"), "free")
+    p = S.ulong(dev_ptr, "rt.free")
+    from .rt_dialect import check_unregistered
+
+    check_unregistered(p)
+    return _free(S.device_allocs, p, "free")
 
 
 @S.api()

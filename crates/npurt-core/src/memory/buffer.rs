@@ -45,6 +45,8 @@ pub(crate) enum Owner {
         guard: super::shareable::ImportGuard,
         _lease: Box<dyn std::any::Any + Send + Sync>,
     },
+    /// A block of a registered range of another allocation (see `subrange.rs`).
+    Sub(Arc<super::subrange::SubInner>),
     /// No memory: a record kept in a thread's spare list for reuse.
     Vacant,
 }
@@ -81,6 +83,7 @@ impl BufferInner {
             Owner::Dedicated { guard, .. } => &guard.mem,
             Owner::Shareable(m) => m,
             Owner::Imported { guard, .. } => &guard.mem,
+            Owner::Sub(r) => r.mem(),
             Owner::Vacant => unreachable!("a vacant record has no handle"),
         }
     }
@@ -90,7 +93,7 @@ impl BufferInner {
         if self.vacant {
             return;
         }
-        if events::is_active() {
+        if events::is_active() && !matches!(self.owner, Owner::Sub(_)) {
             self.tell_free();
         }
         self.vacant = true;
@@ -114,16 +117,18 @@ impl BufferInner {
             Owner::Shareable(m) => super::shareable::free(&m, self.addr, self.nbytes),
             // Unmap, forget the range, then tell the exporter (the lease closes).
             Owner::Imported { _seg, guard, _lease } => drop((_seg, guard, _lease)),
+            Owner::Sub(r) => r.release(self.addr, self.nbytes),
             Owner::Device(_) | Owner::Vacant => {}
         }
     }
 
-    fn pool_kind(&self) -> MemPoolKind {
+    pub(super) fn pool_kind(&self) -> MemPoolKind {
         match &self.owner {
             Owner::Pool(p) => MemPoolKind::Pool(p.id),
             Owner::Dedicated { .. } => MemPoolKind::Dedicated,
             Owner::Shareable(_) => MemPoolKind::Shareable,
             Owner::Imported { .. } => MemPoolKind::Imported,
+            Owner::Sub(r) => r.parent_pool_kind(),
             Owner::Device(_) | Owner::Vacant => MemPoolKind::Device,
         }
     }
@@ -134,6 +139,7 @@ impl BufferInner {
             Owner::Pool(p) => p.pool.lookup(self.addr).map(|b| b.page_kind),
             Owner::Dedicated { _seg, .. } | Owner::Imported { _seg, .. } => Some(_seg.page_kind()),
             Owner::Shareable(m) => m.share.pool()?.lookup(self.addr).map(|b| b.page_kind),
+            Owner::Sub(r) => r.parent_page_kind(),
             Owner::Vacant => None,
         }
     }

@@ -37,6 +37,7 @@ mod host;
 mod pool;
 mod quota;
 mod shareable;
+mod subrange;
 mod summary;
 mod view;
 
@@ -54,6 +55,7 @@ pub(crate) use quota::CtxQuota;
 pub(crate) use shareable::{imported, region};
 pub use shareable::{set_shareable_default, shareable_default, WeakBuffer, SHAREABLE_ENV};
 
+pub use subrange::SubRange;
 pub use view::BufferView;
 
 use crate::current;
