@@ -233,6 +233,12 @@ def test_tutorial_dialect_registered_range_refuses_bad_input(dev0):
     assert acl.rt.get_last_error(0) == acl.ACL_ERROR_INVALID_PARAM
     with pytest.raises(TypeError, match="args parse failed"):
         acl.rt.malloc_from_mem("64", parent)
+    # a block may start where the allocation does: free() then names the block
+    blk, ret = acl.rt.malloc_from_mem(64, parent)
+    assert ret == 0 and blk == parent
+    assert acl.rt.unregister_mem(parent) == acl.ACL_ERROR_RT_PARAM_INVALID, "the block is live"
+    assert acl.rt.free(blk) == 0
+    assert acl.rt.free(parent) == acl.ACL_ERROR_RT_PARAM_INVALID, "the range is still registered"
     assert acl.rt.unregister_mem(parent) == 0
     assert acl.rt.unregister_mem(parent) == acl.ACL_ERROR_RT_PARAM_INVALID
     assert acl.rt.free(parent) == 0

@@ -132,3 +132,39 @@ def test_unsafe_status_dir_is_refused(tmp_path):
     with Child(HOLDER, env, "1") as a:
         enabled, attached, why = a.json("STATE")
         assert enabled and not attached and "group or others have access" in why
+
+
+POOLS = """
+import json, os, npurt
+import npurt.acl as acl
+mine = lambda: next(p["allocated"] for d in npurt._npurt._shared_snapshot() for p in d["processes"] if p["pid"] == os.getpid())
+s = npurt.Stream()
+base = mine()
+pool = npurt.MemPool(4 << 20)
+b = pool.malloc(1 << 20)  # direct, not routed by `with pool:`
+direct = mine()
+b.free()
+after_direct = mine()
+with pool:
+    c = npurt.malloc(1 << 20)
+routed = mine()
+c.free()
+acl.rt.set_device(0)
+parent, _ = acl.rt.malloc(1 << 20, 0)
+acl.rt.register_mem(parent, 1 << 20, 0)
+blk, _ = acl.rt.malloc_from_mem(4096, parent)
+with_block = mine()
+acl.rt.free(blk)
+acl.rt.unregister_mem(parent)
+acl.rt.free(parent)
+print("COUNTS", json.dumps([base, direct, after_direct, routed, with_block, mine()]), flush=True)
+"""
+
+
+def test_pool_and_registered_range_allocations_count_once_in_the_region(env):
+    with Child(POOLS, env) as c:
+        base, direct, after_direct, routed, with_block, end = c.json("COUNTS")
+    assert direct == base + MIB, "a direct MemPool allocation counts"
+    assert after_direct == base and end == base, "and its free takes it back, never below the start"
+    assert routed == base + MIB, "a routed one counts once"
+    assert with_block - base == MIB + 512, "acl.rt.malloc's bytes; a registered range's block adds nothing"

@@ -11,7 +11,6 @@ fn malloc(n: usize) -> npurt_core::memory::DeviceBuffer {
     alloc::malloc(n, PagePolicy::HugeFirst).unwrap()
 }
 
-
 #[test]
 fn blocks_are_carved_reused_and_bounded() {
     let parent = malloc(4096);

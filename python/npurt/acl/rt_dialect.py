@@ -32,6 +32,7 @@ from . import rt_device as _dev
 __all__ = ["context", "malloc_from_mem", "mem_pool_config", "mem_pool_destroy", "register_mem", "unregister_mem"]
 
 _ranges: Dict[int, Any] = {}  # registered ptr -> _npurt._SubRange
+_blocks: Dict[int, Any] = {}  # block address -> its DeviceBuffer (a block may start where its allocation does)
 _ranges_lock = threading.Lock()
 
 
@@ -95,7 +96,8 @@ def malloc_from_mem(size: int, ptr: int) -> Tuple[int, int]:
     if r is None:
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"malloc_from_mem: no range is registered at {p:#x}")
     blk = r.malloc(n)
-    S.device_allocs.add(blk.ptr, blk, blk.nbytes)
+    with _ranges_lock:
+        _blocks[blk.ptr] = blk
     return blk.ptr, C.ACL_SUCCESS
 
 
@@ -112,6 +114,18 @@ def unregister_mem(ptr: int) -> int:
             raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"unregister_mem: {r.live_blocks} block(s) of the range are still live")
         del _ranges[p]
     return C.ACL_SUCCESS
+
+
+def free_block(ptr: int) -> bool:
+    """``acl.rt.free(ptr)`` of a block of a registered range: frees it (True); False if
+    ``ptr`` is no live block. A block that starts where its allocation does is the one
+    freed: that allocation cannot be freed while the range is registered."""
+    with _ranges_lock:
+        blk = _blocks.pop(ptr, None)
+    if blk is None:
+        return False
+    blk.free()
+    return True
 
 
 def check_unregistered(base: int) -> None:

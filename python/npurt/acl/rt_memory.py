@@ -94,8 +94,10 @@ def free(dev_ptr: int) -> int:
     """``ret = acl.rt.free(dev_ptr)`` (``aclrtFree``). Stream-ordered: copies already queued
     that use the memory still see it. Unknown, interior or already freed pointers: 207002."""
     p = S.ulong(dev_ptr, "rt.free")
-    from .rt_dialect import check_unregistered
+    from .rt_dialect import check_unregistered, free_block
 
+    if free_block(p):  # a block of an acl.rt.register_mem range (tutorial dialect)
+        return C.ACL_SUCCESS
     check_unregistered(p)
     return _free(S.device_allocs, p, "free")
 

@@ -97,8 +97,10 @@ impl BufferInner {
             self.tell_free();
         }
         self.vacant = true;
-        // Imported memory is the exporter's: only this process's own allocations count.
-        if let (Some(a), false) = (&self.mem().shared, matches!(self.owner, Owner::Imported { .. })) {
+        // Imported memory is the exporter's, a registered range's blocks sit in memory
+        // already counted: only this process's own allocations count.
+        let counted = !matches!(self.owner, Owner::Imported { .. } | Owner::Sub(_));
+        if let (Some(a), true) = (&self.mem().shared, counted) {
             a.allocated(-(events::rounded(self.nbytes) as i64));
         }
         if let Some((q, bytes)) = self.charge.take() {

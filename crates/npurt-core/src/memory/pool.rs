@@ -189,6 +189,11 @@ impl MemPool {
         } else {
             self.0.alloc(nbytes)
         };
+        // The shared region counts this process's allocations (its release subtracts them);
+        // routed allocations are counted by `alloc_plain`, direct ones here.
+        if let (Some(a), Ok(_)) = (&self.0.mem.shared, &r) {
+            a.allocated(events::rounded(nbytes) as i64);
+        }
         if events::is_active() {
             super::tell_alloc(&r, self.0.mem.device, nbytes);
         }
