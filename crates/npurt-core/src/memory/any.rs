@@ -1,7 +1,8 @@
 //! [`AnyBuffer`]: a device or pinned host buffer, for code that handles both (bindings).
 
-use super::buffer::sealed::{self, Region};
-use super::buffer::{Buffer, DeviceBuffer};
+use super::buffer::DeviceBuffer;
+use super::operand::sealed::{self, Region};
+use super::operand::Buffer;
 use crate::error::Result;
 
 /// A device or pinned host buffer, for code that handles both (bindings).

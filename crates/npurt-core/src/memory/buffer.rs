@@ -5,7 +5,6 @@
 
 use super::device_mem::DeviceMemory;
 use super::events::{self, MemAction, MemPoolKind};
-use super::host::HostInner;
 use super::pool::PoolInner;
 use super::quota::CtxQuota;
 use crate::error::{BufferError, Result};
@@ -379,64 +378,5 @@ impl DeviceBuffer {
             return Err(MemError::DoubleFree { addr: self.addr() }.into());
         }
         Ok(())
-    }
-}
-
-pub(crate) mod sealed {
-    use super::{BufferInner, HostInner};
-    use std::sync::Arc;
-
-    /// What keeps the memory of a copy operand alive while the copy is queued (held,
-    /// never read).
-    #[allow(dead_code)]
-    pub(crate) enum Keep {
-        Device(Arc<BufferInner>),
-        Host(Arc<HostInner>),
-        Staging(super::super::host::Staging),
-    }
-
-    /// A validated copy operand: `cap` bytes at `addr`, alive as long as `keep` is.
-    pub struct Region {
-        pub(crate) addr: usize,
-        pub(crate) cap: usize,
-        #[allow(dead_code)]
-        pub(crate) keep: Keep,
-    }
-
-    pub trait Sealed {
-        /// Checks the operand is usable and returns its memory.
-        fn region(&self) -> crate::Result<Region>;
-    }
-}
-
-use sealed::{Keep, Region};
-
-/// Memory that copies and memsets accept: [`DeviceBuffer`], [`HostBuffer`](super::HostBuffer)
-/// and [`AnyBuffer`]. Sealed: pointers are only ever taken from allocations npurt owns.
-pub trait Buffer: sealed::Sealed + Send + Sync {
-    /// Address of the first byte.
-    fn addr(&self) -> usize;
-    /// Size in bytes.
-    fn nbytes(&self) -> usize;
-}
-
-impl sealed::Sealed for DeviceBuffer {
-    #[inline]
-    fn region(&self) -> Result<Region> {
-        self.check()?;
-        Ok(Region {
-            addr: self.0.addr,
-            cap: self.0.nbytes,
-            keep: Keep::Device(Arc::clone(&self.0)),
-        })
-    }
-}
-
-impl Buffer for DeviceBuffer {
-    fn addr(&self) -> usize {
-        self.0.addr
-    }
-    fn nbytes(&self) -> usize {
-        self.0.nbytes
     }
 }

@@ -13,10 +13,10 @@
 //!   buffer: [`try_memcpy_async_from_staging`] is ACL's staged async copy from pageable
 //!   memory (the caller fills the staging buffer first; the device side runs in order).
 
-use super::buffer::sealed::{Keep, Region};
-use super::buffer::Buffer;
 use super::bulk::{bulk_copy, SPLIT_COPY};
 use super::host::Staging;
+use super::operand::sealed::{Keep, Region};
+use super::operand::Buffer;
 use crate::error::{BufferError, Result};
 use crate::profiler::TaskKind;
 use crate::stream::task::{Engine, EngineDesc, EngineOp};

@@ -2,8 +2,8 @@
 //! that copies from and to pageable memory go through. Both come from one process-wide
 //! [`PinnedPool`] (`mlock`ed where the process may lock memory, cached by size class).
 
-use super::buffer::sealed::{Keep, Region, Sealed};
-use super::buffer::Buffer;
+use super::operand::sealed::{Keep, Region, Sealed};
+use super::operand::Buffer;
 use crate::error::{BufferError, Result};
 use npurt_mem::{MemError, PinnedPool, PinnedStats};
 use std::sync::atomic::AtomicBool;

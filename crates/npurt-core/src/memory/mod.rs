@@ -34,6 +34,7 @@ mod copy;
 mod device_mem;
 pub mod events;
 mod host;
+mod operand;
 mod pool;
 mod quota;
 mod shareable;
@@ -42,7 +43,7 @@ mod summary;
 mod view;
 
 pub use any::AnyBuffer;
-pub use buffer::{Buffer, DeviceBuffer};
+pub use buffer::DeviceBuffer;
 pub use copy::{
     copy_size, memcpy, memcpy_async, memcpy_async_from_slice, memset, memset_async, read, try_memcpy_async,
     try_memcpy_async_from_staging, try_memset_async, write,
@@ -50,6 +51,7 @@ pub use copy::{
 pub use device_mem::DeviceMemory;
 pub use host::{host_empty_cache, host_stats, malloc_host, pinned_pool, HostBuffer, Staging};
 pub use npurt_mem::{BlockStatus, PageKind, PagePolicy, PinnedStats, PoolStats, SegmentSnapshot};
+pub use operand::Buffer;
 pub use pool::{exit_pool, MemPool};
 pub(crate) use quota::CtxQuota;
 pub(crate) use shareable::{imported, region};

@@ -23,8 +23,8 @@
 //! ```
 
 use super::any::AnyBuffer;
-use super::buffer::sealed::{Region, Sealed};
-use super::buffer::Buffer;
+use super::operand::sealed::{Region, Sealed};
+use super::operand::Buffer;
 use crate::error::{BufferError, Result};
 
 /// `nbytes` bytes at `offset` inside a [`DeviceBuffer`](super::DeviceBuffer) or
