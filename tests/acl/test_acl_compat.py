@@ -24,8 +24,8 @@ def test_wrong_argument_count_is_pyacl_wording():
         acl.rt.set_device()
     with pytest.raises(TypeError, match=r"^function takes exactly 5 arguments \(2 given\)$"):
         acl.rt.memcpy(1, 2)
-    with pytest.raises(TypeError, match=r"^get_device\(\) takes no arguments \(1 given\)$"):
-        acl.rt.get_device(0)
+    # argument-less calls ignore extras, as pyacl's METH_VARARGS wrappers that never parse them
+    assert acl.rt.get_device(0) == acl.rt.get_device()
     # wrong types keep pyacl's parse-failure message
     with pytest.raises(TypeError, match="args parse failed"):
         acl.rt.set_device("0")

@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 
+from .. import _npurt
 from . import constants, dialect, mdl, media, prof, rt, util
 from .constants import *  # noqa: F403
 from .constants import ACL_ERROR_INVALID_FILE, ACL_ERROR_REPEAT_FINALIZE, ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS
@@ -94,8 +95,6 @@ def app_log(log_level: int, message: str) -> None:
     ``log_level`` is ``ACL_DEBUG`` (0) … ``ACL_ERROR`` (3) and obeys the log levels
     (``ASCEND_GLOBAL_LOG_LEVEL``, ``ASCEND_MODULE_LOG_LEVEL=APP=…``, ``npurt.set_log_level``);
     other values log nothing, as ACL ignores them."""
-    from .. import _npurt
-
     if isinstance(log_level, bool) or not isinstance(log_level, int) or not isinstance(message, str):
         raise TypeError("acl.app_log args parse failed")
     if not constants.ACL_DEBUG <= log_level <= constants.ACL_ERROR:

@@ -91,16 +91,15 @@ def _positional_range(fn: Callable) -> Tuple[int, int]:
 def arity_error(name: str, lo: int, hi: int, given: int) -> TypeError:
     """The TypeError CPython's argument parsing raises for a pyacl binding called with the
     wrong number of arguments (``PyArg_ParseTuple``: "function takes exactly 2 arguments (0
-    given)"; a binding without arguments: "get_device() takes no arguments (1 given)")."""
-    if hi == 0:
-        return TypeError(f"{name}() takes no arguments ({given} given)")
+    given)")."""
     how, n = ("exactly", lo) if lo == hi else ("at least", lo) if given < lo else ("at most", hi)
     return TypeError(f"function takes {how} {n} argument{'' if n == 1 else 's'} ({given} given)")
 
 
 def api(*defaults: Any) -> Callable:
     """Wraps an ACL call: errors become ``ret`` (after ``defaults`` for the values) and this
-    thread's last error; a wrong number of positional arguments is pyacl's TypeError."""
+    thread's last error; a wrong number of positional arguments is pyacl's TypeError (calls
+    without parameters ignore any, as pyacl's do)."""
 
     def deco(fn: Callable) -> Callable:
         lo, hi = _positional_range(fn)
@@ -108,7 +107,12 @@ def api(*defaults: Any) -> Callable:
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if not kwargs and not lo <= len(args) <= hi:
+            if hi == 0:
+                # pyacl registers every call METH_VARARGS and its argument-less wrappers never
+                # parse ``args`` (pyrt_methods.cpp; WrapAclRtGetDevice, ...SynchronizeDevice):
+                # acl.rt.synchronize_device(dev_id) runs on the card, extras are ignored
+                args, kwargs = (), {}
+            elif not kwargs and not lo <= len(args) <= hi:
                 raise arity_error(name, lo, hi, len(args))
             try:
                 return fn(*args, **kwargs)

@@ -33,7 +33,7 @@ from .mdl_data import __all__ as _data_all
 __all__ = sorted(_data_all + [
     "create_desc", "destroy_desc", "execute", "execute_async", "get_desc", "get_input_data_type", "get_input_dims",
     "get_input_format", "get_input_index_by_name", "get_input_name_by_index", "get_input_size_by_index", "get_num_inputs",
-    "get_num_outputs", "get_output_data_type", "get_output_dims", "get_output_format", "get_output_index_by_name",
+    "get_cur_output_dims", "get_num_outputs", "get_output_data_type", "get_output_dims", "get_output_format", "get_output_index_by_name",
     "get_output_name_by_index", "get_output_size_by_index", "load_from_file", "load_from_mem", "unload",
 ])
 
@@ -119,7 +119,11 @@ def unload(model_id: int) -> int:
     S.current_context()
     _model(mid, "mdl.unload")
     with _lock:
-        _models.pop(mid, None)
+        entry = _models.pop(mid, None)
+    if entry is not None:
+        from .mdl_exec import cur_shapes
+
+        cur_shapes.pop(id(entry[0]), None)
     return C.ACL_SUCCESS
 
 
@@ -233,6 +237,22 @@ def get_input_dims(model_desc: int, index: int) -> Tuple[Dict[str, Any], int]:
 @S.api({})
 def get_output_dims(model_desc: int, index: int) -> Tuple[Dict[str, Any], int]:
     return _dims(model_desc, index, True, "mdl.get_output_dims")
+
+
+@S.api({})
+def get_cur_output_dims(model_desc: int, index: int) -> Tuple[Dict[str, Any], int]:
+    """``dims, ret = acl.mdl.get_cur_output_dims(desc, i)`` (``aclmdlGetCurOutputDims``): the
+    output's dims in the model's latest ``execute``/``execute_async`` (a dynamic model's actual
+    ones); before any run, or for a static model, those of ``get_output_dims``."""
+    from .mdl_exec import cur_shapes
+
+    fn = "mdl.get_cur_output_dims"
+    info, i = _info(model_desc, index, True, fn)
+    shapes = cur_shapes.get(id(_desc(model_desc, fn).model))
+    if shapes is None:
+        return _dims(model_desc, index, True, fn)
+    dims = list(shapes[i])
+    return {"name": info.name, "dimCount": len(dims), "dims": dims}, C.ACL_SUCCESS
 
 
 def _name(desc: Any, index: Any, out: bool) -> str:

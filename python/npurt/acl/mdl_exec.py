@@ -10,7 +10,7 @@ the dim from its buffer's size. ``execute`` waits for the stream (its failure co
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .. import _npurt
 from ..array import empty
@@ -21,6 +21,9 @@ from . import constants as C
 from .mdl_data import buffers_of, dataset_of
 
 __all__ = ["execute", "execute_async"]
+
+# id(npurt.Model) -> output shapes of its latest run (acl.mdl.get_cur_output_dims)
+cur_shapes: Dict[int, List[Tuple[int, ...]]] = {}
 
 
 def _view(ptr: int, n: int, what: str) -> Any:
@@ -82,6 +85,7 @@ def _run(fn: str, model_id: Any, input_ds: Any, output_ds: Any, stream: Any, wai
             raise S.Fail(C.ACL_ERROR_GE_PARAM_INVALID, f"{what}: buffer of {size} bytes, the output has {r.nbytes}")
         if r.nbytes:
             _npurt.memcpy_async(_view(ptr, r.nbytes, what), r._a, st, r.nbytes)
+    cur_shapes[id(model)] = [tuple(r.shape) for r in results]
     if wait:
         st.synchronize()
     return C.ACL_SUCCESS
