@@ -8,12 +8,12 @@
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 

@@ -12,8 +12,7 @@
 //! 64-bit nonce: `npev1:<device>:<capacity hex>:<slot>:<generation hex>:<nonce hex>`.
 
 use super::region::{Region, CLOSED, FREE, LIVE, MAX_EVENTS};
-use super::{open_region, status_dir, SharedError};
-use std::sync::atomic::AtomicU32;
+use super::{open_region, protocol, status_dir, SharedError};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,28 +56,8 @@ pub(crate) fn close_dead(r: &Region) {
     for i in 0..MAX_EVENTS {
         let e = r.event(i);
         if e.state.load(Acquire) == LIVE && !super::alive(e.pid.load(Relaxed), e.start.load(Relaxed)) {
-            e.state.store(CLOSED, Release);
-            wake(&e.seq, &e.waiters);
+            protocol::close(e);
         }
-    }
-}
-
-fn wake(seq: &AtomicU32, waiters: &AtomicU32) {
-    seq.fetch_add(1, AcqRel);
-    if waiters.load(Acquire) > 0 {
-        // SAFETY: FUTEX_WAKE (shared) on an aligned u32 inside a live shared mapping; the
-        // kernel only reads the address to find the waiters.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                seq.as_ptr(),
-                libc::FUTEX_WAKE,
-                i32::MAX,
-                0usize,
-                0usize,
-                0u32,
-            )
-        };
     }
 }
 
@@ -194,8 +173,7 @@ impl IpcEvent {
         if e.generation.load(Acquire) != self.generation {
             return; // the slot was reused: nobody waits for this event any more
         }
-        e.completed.fetch_max(n, AcqRel);
-        wake(&e.seq, &e.waiters);
+        protocol::complete(e, n);
     }
 
     /// What a wait made now waits for: the latest record, or the first one if none yet.
@@ -213,7 +191,7 @@ impl IpcEvent {
     /// (a `/proc` read: callers do it every few milliseconds, not on every poll).
     pub fn poll(&self, target: u64, check_owner: bool) -> Result<bool, SharedError> {
         let e = self.e();
-        if e.completed.load(Acquire) >= target {
+        if protocol::reached(e, target) {
             if e.generation.load(Acquire) != self.generation {
                 return Err(SharedError::StaleHandle);
             }
@@ -238,26 +216,7 @@ impl IpcEvent {
 
     /// Sleeps until the futex word moves from `seen` or `timeout` passes.
     pub fn sleep(&self, seen: u32, timeout: Duration) {
-        let e = self.e();
-        e.waiters.fetch_add(1, AcqRel);
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-        };
-        // SAFETY: FUTEX_WAIT (shared) on an aligned u32 inside a live shared mapping with a
-        // relative timeout we own; it returns at once if the word is no longer `seen`.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                e.seq.as_ptr(),
-                libc::FUTEX_WAIT,
-                seen,
-                &ts as *const libc::timespec,
-                0usize,
-                0u32,
-            )
-        };
-        e.waiters.fetch_sub(1, AcqRel);
+        protocol::sleep(self.e(), seen, timeout);
     }
 
     /// Host wait for record `target` until `deadline`: Ok(true) when done, Ok(false) at the
@@ -288,8 +247,7 @@ impl Drop for IpcEvent {
         }
         let e = self.e();
         if e.generation.load(Acquire) == self.generation && e.state.load(Acquire) == LIVE {
-            e.state.store(CLOSED, Release);
-            wake(&e.seq, &e.waiters);
+            protocol::close(e);
         }
     }
 }

@@ -14,9 +14,12 @@
 //! [`attach_error`]).
 
 mod ipc_event;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod procs;
+mod protocol;
 mod region;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use ipc_event::IpcEvent;

@@ -5,9 +5,9 @@
 //! allocation is refused.
 
 use super::region::{self, ProcSlot, Region, FREE, LIVE, MAX_PROCS};
-use super::SharedError;
+use super::{protocol, SharedError};
 use npurt_mem::human_bytes;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 
 /// Start time of `pid` (field 22 of `/proc/<pid>/stat`), or `None` if it is gone or a
 /// zombie (a killed process not yet reaped has no memory any more).
@@ -69,13 +69,7 @@ pub(crate) fn reclaim_dead(r: &Region) -> u64 {
 
 /// Empties a slot and gives its reserved bytes back to the device.
 fn clear(r: &Region, s: &ProcSlot) -> u64 {
-    let bytes = s.reserved.swap(0, AcqRel);
-    r.header().reserved.fetch_sub(bytes, AcqRel);
-    for f in [&s.allocated, &s.quota, &s.streams, &s.events] {
-        f.store(0, Relaxed);
-    }
-    s.state.store(FREE, Release);
-    bytes
+    protocol::clear(r.header(), s)
 }
 
 /// Takes a free slot for this process (under the lock, after reclaiming dead ones).
@@ -90,13 +84,8 @@ pub(crate) fn attach(r: &Region) -> Result<usize, SharedError> {
             max: MAX_PROCS,
         })?;
     let s = r.proc(i);
-    s.pid.store(pid, Relaxed);
-    s.start.store(start, Relaxed);
     region::store_name(s, &my_name());
-    for f in [&s.allocated, &s.reserved, &s.quota, &s.streams, &s.events] {
-        f.store(0, Relaxed);
-    }
-    s.state.store(LIVE, Release);
+    protocol::publish(s, pid, start);
     Ok(i)
 }
 
@@ -110,18 +99,9 @@ pub(crate) fn detach(r: &Region, i: usize) {
 /// bytes are also counted on the slot. A refusal first reclaims dead processes and
 /// retries once; the error then names who holds what.
 pub(crate) fn charge(r: &Region, i: usize, bytes: u64) -> Result<(), String> {
-    let h = r.header();
-    let cap = h.capacity.load(Relaxed);
     for retry in [true, false] {
-        let mut cur = h.reserved.load(Relaxed);
-        while let Some(new) = cur.checked_add(bytes).filter(|&n| n <= cap) {
-            match h.reserved.compare_exchange_weak(cur, new, AcqRel, Relaxed) {
-                Ok(_) => {
-                    r.proc(i).reserved.fetch_add(bytes, Relaxed);
-                    return Ok(());
-                }
-                Err(c) => cur = c,
-            }
+        if protocol::try_charge(r.header(), r.proc(i), bytes) {
+            return Ok(());
         }
         if retry {
             match r.lock() {
@@ -135,13 +115,8 @@ pub(crate) fn charge(r: &Region, i: usize, bytes: u64) -> Result<(), String> {
 
 /// Gives back bytes taken with [`charge`].
 pub(crate) fn release(r: &Region, i: usize, bytes: u64) {
-    let s = r.proc(i);
     // A slot cleared meanwhile (detach) already gave everything back.
-    let prev = s
-        .reserved
-        .fetch_update(AcqRel, Relaxed, |v| Some(v.saturating_sub(bytes)));
-    let taken = prev.map_or(0, |v| v.min(bytes));
-    r.header().reserved.fetch_sub(taken, AcqRel);
+    protocol::release(r.header(), r.proc(i), bytes);
 }
 
 /// "device 0 (capacity 64.0 MiB) is shared by 2 processes: pid 12 'python:a.py' holds
@@ -191,19 +166,16 @@ pub struct ProcessInfo {
 pub(crate) fn list(r: &Region) -> Vec<ProcessInfo> {
     (0..MAX_PROCS)
         .map(|i| r.proc(i))
-        .filter(|s| s.state.load(Acquire) == LIVE)
-        .map(|s| {
-            let pid = s.pid.load(Relaxed);
-            ProcessInfo {
-                pid,
-                name: region::load_name(s),
-                allocated: s.allocated.load(Relaxed),
-                reserved: s.reserved.load(Relaxed),
-                quota: s.quota.load(Relaxed),
-                streams: s.streams.load(Relaxed),
-                events: s.events.load(Relaxed),
-                alive: alive(pid, s.start.load(Relaxed)),
-            }
+        .filter_map(|s| protocol::live_pid(s).map(|pid| (s, pid)))
+        .map(|(s, pid)| ProcessInfo {
+            pid,
+            name: region::load_name(s),
+            allocated: s.allocated.load(Relaxed),
+            reserved: s.reserved.load(Relaxed),
+            quota: s.quota.load(Relaxed),
+            streams: s.streams.load(Relaxed),
+            events: s.events.load(Relaxed),
+            alive: alive(pid, s.start.load(Relaxed)),
         })
         .collect()
 }
