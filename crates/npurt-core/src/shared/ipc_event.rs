@@ -27,6 +27,9 @@ pub struct IpcEvent {
     capacity: u64,
     /// Created here (dropping it closes the slot) rather than opened from a handle.
     owner: bool,
+    /// The process that made this view: a forked child's inherited copy never closes or
+    /// completes the parent's slot (see [`super::inherited`]).
+    pid: u32,
 }
 
 impl std::fmt::Debug for IpcEvent {
@@ -97,6 +100,7 @@ impl IpcEvent {
             device,
             capacity,
             owner: true,
+            pid,
         })
     }
 
@@ -137,6 +141,7 @@ impl IpcEvent {
             device,
             capacity,
             owner: false,
+            pid: std::process::id(),
         };
         ev.check_slot()?;
         Ok(ev)
@@ -170,8 +175,8 @@ impl IpcEvent {
     /// Marks record `n` (and so every earlier one) complete and wakes sleepers.
     pub(crate) fn complete(&self, n: u64) {
         let e = self.e();
-        if e.generation.load(Acquire) != self.generation {
-            return; // the slot was reused: nobody waits for this event any more
+        if e.generation.load(Acquire) != self.generation || super::inherited(self.pid) {
+            return; // the slot was reused (nobody waits any more), or this is a forked copy
         }
         protocol::complete(e, n);
     }
@@ -242,8 +247,8 @@ impl IpcEvent {
 
 impl Drop for IpcEvent {
     fn drop(&mut self) {
-        if !self.owner {
-            return;
+        if !self.owner || super::inherited(self.pid) {
+            return; // a forked child's copy: the event stays the parent's
         }
         let e = self.e();
         if e.generation.load(Acquire) == self.generation && e.state.load(Acquire) == LIVE {

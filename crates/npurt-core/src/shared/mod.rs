@@ -12,6 +12,13 @@
 //! slots (`ipc_event.rs`). `NPURT_SHARED_DEVICE=0` (or [`set_enabled`]) keeps devices
 //! process-private; a directory or file that is not safely ours does too (see
 //! [`attach_error`]).
+//!
+//! **Fork.** A forked child inherits the mapping, this process's slot and its event
+//! slots, but they stay the parent's: a child dropping inherited buffers, pools or events
+//! changes nothing in the region (no allocated/reserved counts, no detach, no event close)
+//! and never takes the file lock (a `flock` is shared with the parent through the
+//! inherited descriptor); a region the child opens itself is a fresh mapping. See
+//! [`inherited`].
 
 mod ipc_event;
 #[cfg(all(test, loom))]
@@ -108,6 +115,13 @@ pub fn set_enabled(on: bool) {
 
 static LAST_ERROR: Mutex<Option<SharedError>> = Mutex::new(None);
 
+/// True when an object made by process `pid` is a forked child's inherited copy (it must
+/// leave the region alone). The fork handler's flag covers children of a running
+/// runtime; the pid covers the rest.
+pub(crate) fn inherited(pid: u32) -> bool {
+    crate::lifecycle::forked() || std::process::id() != pid
+}
+
 /// Why the last device that tried to attach stayed process-private, if it did.
 pub fn attach_error() -> Option<SharedError> {
     LAST_ERROR.lock().clone()
@@ -164,14 +178,18 @@ fn region_path(dir: &Path, device: u32, capacity: u64) -> PathBuf {
     dir.join(format!("device{device}-{capacity:x}.region"))
 }
 
-/// Regions this process has mapped, by path (one mapping per file).
-static REGIONS: Mutex<Option<HashMap<PathBuf, Weak<Region>>>> = Mutex::new(None);
+/// Regions this process has mapped, by path (one mapping per file), with the pid that
+/// mapped them: a forked child maps its own (see the module docs on fork).
+type Mappings = HashMap<PathBuf, (u32, Weak<Region>)>;
+static REGIONS: Mutex<Option<Mappings>> = Mutex::new(None);
 
 /// Maps (creating and initialising if needed) the region of `device` with `capacity`.
 pub(crate) fn open_region(dir: &Path, device: u32, capacity: u64) -> Result<Arc<Region>, SharedError> {
     let path = region_path(dir, device, capacity);
     let mut map = REGIONS.lock();
-    if let Some(r) = map.get_or_insert_with(HashMap::new).get(&path).and_then(Weak::upgrade) {
+    let pid = std::process::id();
+    let cached = map.get_or_insert_with(HashMap::new).get(&path);
+    if let Some(r) = cached.filter(|(p, _)| *p == pid).and_then(|(_, w)| w.upgrade()) {
         return Ok(r);
     }
     let file = OpenOptions::new()
@@ -218,7 +236,8 @@ pub(crate) fn open_region(dir: &Path, device: u32, capacity: u64) -> Result<Arc<
     }
     drop(g);
     let r = Arc::new(r);
-    map.get_or_insert_with(HashMap::new).insert(path, Arc::downgrade(&r));
+    map.get_or_insert_with(HashMap::new)
+        .insert(path, (pid, Arc::downgrade(&r)));
     Ok(r)
 }
 
@@ -234,6 +253,8 @@ impl Drop for FileUnlock<'_> {
 pub(crate) struct Attached {
     region: Arc<Region>,
     slot: usize,
+    /// The attached process (a forked child's inherited copy leaves the slot alone).
+    pid: u32,
 }
 
 impl Attached {
@@ -247,7 +268,8 @@ impl Attached {
             .and_then(|d| open_region(&d, device, capacity))
             .and_then(|region| {
                 let slot = procs::attach(&region)?;
-                Ok(Arc::new(Attached { region, slot }))
+                let pid = std::process::id();
+                Ok(Arc::new(Attached { region, slot, pid }))
             });
         match r {
             Ok(a) => Some(a),
@@ -258,9 +280,13 @@ impl Attached {
         }
     }
 
-    /// The fast path: one relaxed add (or sub) on this process's allocated bytes.
+    /// The fast path: one relaxed add (or sub) on this process's allocated bytes (none in
+    /// a forked child: the load of the fork flag).
     #[inline]
     pub(crate) fn allocated(&self, delta: i64) {
+        if crate::lifecycle::forked() {
+            return;
+        }
         let a = &self.region.proc(self.slot).allocated;
         if delta >= 0 {
             a.fetch_add(delta as u64, Relaxed);
@@ -270,10 +296,16 @@ impl Attached {
     }
 
     pub(crate) fn set_quota(&self, quota: u64) {
+        if inherited(self.pid) {
+            return;
+        }
         self.region.proc(self.slot).quota.store(quota, Relaxed);
     }
 
     pub(crate) fn publish(&self, streams: u64, events: u64) {
+        if inherited(self.pid) {
+            return;
+        }
         let s = self.region.proc(self.slot);
         s.streams.store(streams, Relaxed);
         s.events.store(events, Relaxed);
@@ -287,15 +319,24 @@ impl Attached {
 
 impl npurt_mem::ReserveGate for Attached {
     fn try_reserve(&self, bytes: usize) -> Result<(), String> {
+        if inherited(self.pid) {
+            return Err("a forked child cannot take room on its parent's device".into());
+        }
         procs::charge(&self.region, self.slot, bytes as u64)
     }
     fn release(&self, bytes: usize) {
+        if inherited(self.pid) {
+            return; // the parent still holds these bytes: releasing here would count twice
+        }
         procs::release(&self.region, self.slot, bytes as u64);
     }
 }
 
 impl Drop for Attached {
     fn drop(&mut self) {
+        if inherited(self.pid) {
+            return; // the slot is the parent's
+        }
         procs::detach(&self.region, self.slot);
     }
 }
