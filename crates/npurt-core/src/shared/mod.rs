@@ -13,12 +13,9 @@
 //! process-private; a directory or file that is not safely ours does too (see
 //! [`attach_error`]).
 //!
-//! **Fork.** A forked child inherits the mapping, this process's slot and its event
-//! slots, but they stay the parent's: a child dropping inherited buffers, pools or events
-//! changes nothing in the region (no allocated/reserved counts, no detach, no event close)
-//! and never takes the file lock (a `flock` is shared with the parent through the
-//! inherited descriptor); a region the child opens itself is a fresh mapping. See
-//! [`inherited`].
+//! **Fork.** A forked child's inherited slot and event slots stay the parent's: dropping
+//! them changes nothing in the region and never takes the (shared) `flock`; a region the
+//! child opens itself is a fresh mapping. See [`inherited`] and DESIGN.md.
 
 mod ipc_event;
 #[cfg(all(test, loom))]
@@ -178,8 +175,7 @@ fn region_path(dir: &Path, device: u32, capacity: u64) -> PathBuf {
     dir.join(format!("device{device}-{capacity:x}.region"))
 }
 
-/// Regions this process has mapped, by path (one mapping per file), with the pid that
-/// mapped them: a forked child maps its own (see the module docs on fork).
+/// Regions mapped, by path (one per file), with the pid that mapped them (see "Fork").
 type Mappings = HashMap<PathBuf, (u32, Weak<Region>)>;
 static REGIONS: Mutex<Option<Mappings>> = Mutex::new(None);
 
