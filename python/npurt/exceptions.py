@@ -42,6 +42,10 @@ __all__ = [
     "IpcPermissionError",
     "IpcStaleKeyError",
     "IpcClosedKeyError",
+    "CollectiveError",
+    "CollectiveTimeoutError",
+    "CollectiveDesyncError",
+    "RankFailedError",
 ]
 
 
@@ -198,3 +202,39 @@ class IpcStaleKeyError(IpcError):
 
 class IpcClosedKeyError(IpcError):
     """The exporter closed the key (507022)."""
+
+
+_HCCL = _npurt._hccl_result_codes()
+
+
+class CollectiveError(Error, RuntimeError):
+    """A collective failed (``npurt.distributed``, ``npurt.hccl``). ``.code`` / ``.name`` are
+    HCCL's result code (``HcclResult``: 4 ``HCCL_E_INTERNAL``, 1 ``HCCL_E_PARA``...)."""
+
+    _hccl = "HCCL_E_INTERNAL"
+
+    def __init__(self, message: str = "", code: Optional[int] = None, name: Optional[str] = None):
+        if code is None:
+            code, name = _HCCL[self._hccl], self._hccl
+        super().__init__(message, code, name)
+
+
+class CollectiveTimeoutError(CollectiveError, TimeoutError):
+    """A collective's deadline passed: names the collective, its sequence number and the
+    ranks that never arrived (HCCL_E_TIMEOUT, 9)."""
+
+    _hccl = "HCCL_E_TIMEOUT"
+
+
+class CollectiveDesyncError(CollectiveError):
+    """Ranks called different collectives (or sizes, dtypes, ops, roots) at the same
+    sequence number (HCCL_E_PARA, 1)."""
+
+    _hccl = "HCCL_E_PARA"
+
+
+class RankFailedError(CollectiveError):
+    """A rank died (its process is gone), left the group or could not run its part while
+    the others waited (HCCL_E_REMOTE, 21)."""
+
+    _hccl = "HCCL_E_REMOTE"

@@ -86,6 +86,8 @@ pub enum ErrorKind {
     /// Cross-process sharing: memory ([`IpcError`]), interprocess events (a stale handle,
     /// the producing process gone: [`crate::shared::SharedError`]).
     Ipc,
+    /// A collective failed ([`crate::collective::CollectiveError`], HCCL codes).
+    Collective,
 }
 
 /// Device, configuration and context errors.
@@ -242,6 +244,8 @@ pub enum TaskError {
     WaitTimeout { secs: f64 },
     #[error("wait on an interprocess event failed: {0}")]
     Ipc(crate::shared::SharedError),
+    #[error(transparent)]
+    Collective(crate::collective::CollectiveError),
 }
 
 impl TaskError {
@@ -252,6 +256,7 @@ impl TaskError {
             Self::Copy(_) => AclCode::DRV_INTERNAL_ERROR,
             Self::WaitTimeout { .. } => AclCode::WAIT_TIMEOUT,
             Self::Ipc(e) => e.code(),
+            Self::Collective(_) => AclCode::INTERNAL_ERROR,
         }
     }
 }
@@ -342,6 +347,8 @@ pub enum Error {
     Ipc(#[from] IpcError),
     #[error(transparent)]
     Shared(#[from] crate::shared::SharedError),
+    #[error(transparent)]
+    Collective(#[from] crate::collective::CollectiveError),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
@@ -366,6 +373,7 @@ impl Error {
             Error::Buffer(e) => e.code(),
             Error::Ipc(e) => e.code(),
             Error::Shared(e) => e.code(),
+            Error::Collective(_) => AclCode::INTERNAL_ERROR,
             Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
         }
     }
@@ -385,6 +393,7 @@ impl Error {
             Error::Buffer(e) => e.kind(),
             Error::Ipc(_) => ErrorKind::Ipc,
             Error::Shared(e) => e.kind(),
+            Error::Collective(_) => ErrorKind::Collective,
             Error::InvalidArgument(_) => ErrorKind::InvalidValue,
         }
     }

@@ -40,7 +40,8 @@
 //! 6. `device` (one active device) and [`registry`] (the process-wide registry with ACL's
 //!    reference-counted lifetime);
 //! 7. the per-thread fronts: [`current`] (current context and stream, lazy device 0) and
-//!    [`alloc`] (`malloc`, `resolve`, `current_memory`).
+//!    [`alloc`] (`malloc`, `resolve`, `current_memory`);
+//! 8. [`collective`]: communicators and collectives on streams (over memory, ipc, streams).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(unreachable_pub)]
@@ -50,6 +51,7 @@
 // error enums; every other module is internal and its public types are re-exported here.
 pub mod alloc;
 pub mod clock;
+pub mod collective;
 pub mod config;
 pub mod current;
 pub mod error;

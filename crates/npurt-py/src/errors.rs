@@ -4,7 +4,8 @@
 //! class also deriving from the matching builtin); this module picks the class for an
 //! [`ErrorKind`] and raises it with the message, the ACL code and the ACL name.
 
-use npurt_core::error::{DeviceError, IpcError};
+use npurt_core::collective::CollectiveError;
+use npurt_core::error::{DeviceError, IpcError, StreamError, TaskError};
 use npurt_core::{AclCode, Error, ErrorKind};
 use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
@@ -27,6 +28,7 @@ fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Unavailable => "UnavailableError",
         ErrorKind::EventState => "EventStateError",
         ErrorKind::Ipc => "IpcError",
+        ErrorKind::Collective => "CollectiveError",
     }
 }
 
@@ -43,6 +45,15 @@ fn raise(py: Python<'_>, class: &str, message: String, code: u32, name: &'static
 
 /// Converts a runtime error into the matching `npurt` exception.
 pub(crate) fn to_py(e: Error) -> PyErr {
+    if let Some(c) = collective_of(&e) {
+        // HCCL's code and name (`HCCL_E_TIMEOUT`...), the engine's message.
+        let (class, code) = (c.class_name(), c.code());
+        let msg = c.to_string();
+        return Python::attach(|py| {
+            crate::profiler::on_error(py, &e);
+            raise(py, class, msg, code.code, code.name)
+        });
+    }
     let acl = e.acl();
     let class = match &e {
         Error::Device(DeviceError::Forked) => "ForkedProcessError",
@@ -54,6 +65,19 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         crate::profiler::on_error(py, &e);
         raise(py, class, e.to_string(), acl.code, acl.name)
     })
+}
+
+/// The collective failure inside `e`: a direct one, or the sticky error of the stream
+/// the collective ran on.
+fn collective_of(e: &Error) -> Option<&CollectiveError> {
+    match e {
+        Error::Collective(c) => Some(c),
+        Error::Stream(StreamError::TaskFailed {
+            source: TaskError::Collective(c),
+            ..
+        }) => Some(c),
+        _ => None,
+    }
 }
 
 fn ipc_class(e: &IpcError) -> &'static str {

@@ -8,6 +8,7 @@
 mod acl;
 mod args;
 mod array;
+mod collective;
 mod context;
 mod copy;
 mod device;
@@ -57,6 +58,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernels::register(m)?;
     memory::register(m)?;
     ipc::register(m)?;
+    collective::register(m)?;
     host::register(m)?;
     pybuf::register(m)?;
     mempool::register(m)?;

@@ -182,6 +182,24 @@ class DeviceArray:
         _npurt._copy(self._a, out._a, _stream_for(stream, self.device))
         return out
 
+    def to(self, device: Any, stream: Any = None) -> "DeviceArray":
+        """This array on ``device`` (an id, ``"npu:N"`` or an npurt.Device): itself if it is
+        there already, else a peer copy on ``stream``'s copy engine (default: the source
+        device's current stream), after the array's pending writes; the new array's last
+        writer is that stream, so reading it waits for the copy."""
+        if isinstance(device, str):
+            dev = int(device.rsplit(":", 1)[-1]) if ":" in device else 0
+        else:
+            dev = int(device)
+        if dev == self.device:
+            return self
+        src = self if self.is_contiguous else self.copy(stream=stream)
+        out = empty(self.shape, self._a.dtype, device=dev)
+        from ..memory import memcpy_async
+
+        memcpy_async(out, src, _stream_for(stream, self.device))
+        return out
+
     def astype(self, dtype: Any, stream: Any = None) -> "DeviceArray":
         """A contiguous copy converted to ``dtype`` (numpy's casting: float→int truncates and
         saturates, NaN → 0)."""

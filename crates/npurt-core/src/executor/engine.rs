@@ -32,6 +32,9 @@ pub(crate) struct HostPool {
     ordinal: u32,
     rx: Arc<Mutex<Receiver<EngineJob>>>,
     idle: Arc<AtomicUsize>,
+    /// Jobs sent and not yet taken by a thread: more than `idle` means one would wait
+    /// behind a busy (maybe blocked) callback, so the pool grows.
+    queued: Arc<AtomicUsize>,
     handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -43,6 +46,7 @@ impl HostPool {
             ordinal,
             rx: Arc::new(Mutex::new(rx)),
             idle: Arc::new(AtomicUsize::new(0)),
+            queued: Arc::new(AtomicUsize::new(0)),
             handles: Mutex::new(Vec::new()),
         };
         (pool, tx)
@@ -54,19 +58,31 @@ impl HostPool {
         if handles.len() >= MAX_HOST_THREADS {
             return Ok(());
         }
-        let (rx, idle, ordinal) = (self.rx.clone(), self.idle.clone(), self.ordinal);
+        let (rx, idle, queued, ordinal) = (self.rx.clone(), self.idle.clone(), self.queued.clone(), self.ordinal);
         let index = handles.len() as u32;
         let h = std::thread::Builder::new()
             .name(format!("npurt-callback-{ordinal}"))
-            .spawn(move || host_main(ordinal, rx, idle, index))?;
+            .spawn(move || host_main(ordinal, rx, idle, queued, index))?;
         handles.push(h);
         Ok(())
     }
 
-    /// After a job was queued: adds a thread if every callback thread is busy.
+    /// After a job was queued: adds a thread if the jobs waiting outnumber the idle
+    /// threads (a job sent just before an idle thread took the previous one counts too:
+    /// a blocking task such as a collective must never wait behind another).
     pub(crate) fn after_send(&self) {
-        if self.idle.load(Acquire) == 0 {
+        if self.idle.load(Acquire) < self.queued.load(Acquire) {
             let _ = self.grow(); // cannot spawn: the job waits for a busy thread
+        }
+    }
+
+    /// Before a job is sent (counted first, so that a thread taking it at once never
+    /// sees the count below zero); `sent` false: the send failed, uncount it.
+    pub(crate) fn count_send(&self, sent: bool) {
+        if sent {
+            self.queued.fetch_add(1, AcqRel);
+        } else {
+            self.queued.fetch_sub(1, AcqRel);
         }
     }
 
@@ -76,12 +92,21 @@ impl HostPool {
     }
 }
 
-fn host_main(device: u32, rx: Arc<Mutex<Receiver<EngineJob>>>, idle: Arc<AtomicUsize>, index: u32) {
+fn host_main(
+    device: u32,
+    rx: Arc<Mutex<Receiver<EngineJob>>>,
+    idle: Arc<AtomicUsize>,
+    queued: Arc<AtomicUsize>,
+    index: u32,
+) {
     mark_runtime_thread();
     loop {
         idle.fetch_add(1, AcqRel);
         let job = rx.lock().recv();
         idle.fetch_sub(1, AcqRel);
+        if job.is_ok() {
+            queued.fetch_sub(1, AcqRel);
+        }
         match job {
             Ok(job) => run_job(device, Engine::Host, job, index),
             Err(_) => return, // the device is shutting down

@@ -121,6 +121,9 @@ impl Scheduler {
                 Engine::Copy => 0,
                 Engine::Host => 1,
             };
+            if idx == 1 {
+                self.host.count_send(true);
+            }
             match senders[idx].send(job) {
                 Ok(()) => {
                     drop(guard);
@@ -129,7 +132,12 @@ impl Scheduler {
                     }
                     return;
                 }
-                Err(back) => job = back.0,
+                Err(back) => {
+                    if idx == 1 {
+                        self.host.count_send(false);
+                    }
+                    job = back.0
+                }
             }
         }
         // Engines are gone (device shutting down): finish the task without running it.

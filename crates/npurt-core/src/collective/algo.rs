@@ -1,0 +1,261 @@
+//! The algorithms, one rank's side of each collective after [`Rendezvous::arrive`].
+//!
+//! **`local`** ([`direct`]): every rank of the process publishes its buffers' addresses
+//! at the rendezvous and reads its peers' buffers directly. The reductions are a
+//! reduce-scatter (rank `r` reduces chunk `r` of the output over every rank's input, in
+//! rank order, into its own output) followed by an all-gather (each rank copies the other
+//! chunks from their owners' outputs), with a barrier between the steps and one before
+//! release (no rank leaves while another still reads its buffers). In-place calls
+//! (send = recv) are safe: a rank writes only the part of its buffer that no other rank
+//! reads in the same step.
+//!
+//! **`shm`** ([`staged`]): each process's buffers are its own, so data is staged through
+//! the per-rank slots of the communicator's shared segment, in pieces of at most one slot:
+//! a rank copies its piece into its slot, a barrier, every rank works on its share
+//! reading the peers' slots (each rank reducing its own chunk in place in its slot), a
+//! barrier, the results are copied out, a barrier before the slots are reused.
+//!
+//! **send / recv** ([`p2p`]) use the pair mailboxes of the board. The k-th chunk from
+//! `src` to `dst`: the sender fills in the mailbox (descriptor, and the data's address for
+//! `local`, or the data staged in its own slot for `shm`), posts `k` and waits until the
+//! receiver took it; the receiver waits for `k`, checks the descriptor (a mismatch is a
+//! desync), copies, and marks it taken. Only the two ranks wait on each other.
+
+use super::comm::{CommInner, Region, Transport};
+use super::reduce::reduce;
+use super::rendezvous::{CResult, Rendezvous, K_DESYNC};
+use super::types::{CollKind, OpDesc};
+use std::sync::atomic::Ordering::*;
+
+/// Elements `[start, end)` of chunk `j` of `count` elements split over `n` ranks.
+pub(crate) fn chunk(count: u64, n: u32, j: u32) -> (usize, usize) {
+    let (c, n, j) = (count as u128, n as u128, j as u128);
+    ((c * j / n) as usize, (c * (j + 1) / n) as usize)
+}
+
+/// `memmove` of `n` bytes unless the ranges are the same.
+///
+/// # Safety
+/// Both ranges must be valid for `n` bytes and not written by anyone else meanwhile.
+pub(crate) unsafe fn copy(dst: usize, src: usize, n: usize) {
+    if n > 0 && dst != src {
+        // SAFETY: the caller's contract; `copy` allows overlap.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n) }
+    }
+}
+
+pub(crate) fn direct(rv: &mut Rendezvous<'_>, send: usize, recv: usize) -> CResult<()> {
+    rv.arrive(send as u64, recv as u64)?;
+    let d = rv.desc;
+    let (n, me) = (rv.board.world(), rv.me);
+    let sends: Vec<usize> = (0..n)
+        .map(|r| rv.board.rank(r).send_ptr.load(Relaxed) as usize)
+        .collect();
+    let recvs: Vec<usize> = (0..n)
+        .map(|r| rv.board.rank(r).recv_ptr.load(Relaxed) as usize)
+        .collect();
+    let e = d.dtype.size();
+    let c = d.count as usize;
+    // SAFETY (every block below): the addresses are the ranks' checked buffers
+    // (`check_regions`: each holds the bytes the descriptor needs, and every rank's
+    // descriptor matched at arrival), alive until the final barrier, which no rank passes
+    // before all are done; in each step a byte is written by at most one rank and no rank
+    // reads a byte another writes in the same step (see the module docs).
+    match d.kind {
+        CollKind::AllReduce => {
+            let (a, b) = chunk(d.count, n, me);
+            let srcs: Vec<*const u8> = sends.iter().map(|&s| (s + a * e) as *const u8).collect();
+            unsafe { reduce((recv + a * e) as *mut u8, &srcs, b - a, d.dtype, d.op) };
+            rv.barrier()?;
+            for j in (0..n).filter(|&j| j != me) {
+                let (a, b) = chunk(d.count, n, j);
+                unsafe { copy(recv + a * e, recvs[j as usize] + a * e, (b - a) * e) };
+            }
+        }
+        CollKind::Reduce => {
+            let root = recvs[d.root as usize];
+            let (a, b) = chunk(d.count, n, me);
+            let srcs: Vec<*const u8> = sends.iter().map(|&s| (s + a * e) as *const u8).collect();
+            unsafe { reduce((root + a * e) as *mut u8, &srcs, b - a, d.dtype, d.op) };
+        }
+        CollKind::Broadcast => {
+            if me != d.root {
+                unsafe { copy(recv, sends[d.root as usize], c * e) };
+            }
+        }
+        CollKind::AllGather => {
+            for (j, &s) in sends.iter().enumerate() {
+                unsafe { copy(recv + j * c * e, s, c * e) };
+            }
+        }
+        CollKind::ReduceScatter => {
+            let srcs: Vec<*const u8> = sends.iter().map(|&s| (s + me as usize * c * e) as *const u8).collect();
+            unsafe { reduce(recv as *mut u8, &srcs, c, d.dtype, d.op) };
+        }
+        CollKind::AllToAll => {
+            for (j, &s) in sends.iter().enumerate() {
+                unsafe { copy(recv + j * c * e, s + me as usize * c * e, c * e) };
+            }
+        }
+        CollKind::Barrier | CollKind::Send | CollKind::Recv => {}
+    }
+    if d.kind != CollKind::Barrier {
+        rv.barrier()?;
+    }
+    Ok(())
+}
+
+pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usize) -> CResult<()> {
+    rv.arrive(0, 0)?;
+    let d = rv.desc;
+    let (n, me) = (rv.board.world(), rv.me);
+    let e = d.dtype.size();
+    let count = d.count as usize;
+    let slot = |r: u32| c.slots + r as usize * c.slot_bytes;
+    let mine = slot(me);
+    let per_slot = (c.slot_bytes / e).max(1);
+    // SAFETY (every block below): `send`/`recv` are this rank's checked buffers
+    // (`check_regions`), the slots lie inside the mapped segment (the communicator keeps
+    // it), pieces never exceed a slot, and within each step between two barriers every
+    // byte of a slot is written by at most one rank while no other rank reads it.
+    match d.kind {
+        CollKind::AllReduce | CollKind::Reduce => {
+            for p in (0..count).step_by(per_slot) {
+                let len = per_slot.min(count - p);
+                unsafe { copy(mine, send + p * e, len * e) };
+                rv.barrier()?;
+                let (a, b) = chunk(len as u64, n, me);
+                let srcs: Vec<*const u8> = (0..n).map(|r| (slot(r) + a * e) as *const u8).collect();
+                unsafe { reduce((mine + a * e) as *mut u8, &srcs, b - a, d.dtype, d.op) };
+                rv.barrier()?;
+                if d.kind == CollKind::AllReduce || me == d.root {
+                    for j in 0..n {
+                        let (a, b) = chunk(len as u64, n, j);
+                        unsafe { copy(recv + (p + a) * e, slot(j) + a * e, (b - a) * e) };
+                    }
+                }
+                rv.barrier()?;
+            }
+        }
+        CollKind::Broadcast => {
+            for p in (0..count).step_by(per_slot) {
+                let len = per_slot.min(count - p);
+                if me == d.root {
+                    unsafe { copy(slot(d.root), send + p * e, len * e) };
+                }
+                rv.barrier()?;
+                if me != d.root {
+                    unsafe { copy(recv + p * e, slot(d.root), len * e) };
+                }
+                rv.barrier()?;
+            }
+        }
+        CollKind::AllGather => {
+            for p in (0..count).step_by(per_slot) {
+                let len = per_slot.min(count - p);
+                unsafe { copy(mine, send + p * e, len * e) };
+                rv.barrier()?;
+                for j in 0..n as usize {
+                    unsafe { copy(recv + (j * count + p) * e, slot(j as u32), len * e) };
+                }
+                rv.barrier()?;
+            }
+        }
+        CollKind::ReduceScatter | CollKind::AllToAll => {
+            // A slot holds one sub-piece per destination rank.
+            let q = (c.slot_bytes / (e * n as usize)).max(1);
+            for p in (0..count).step_by(q) {
+                let len = q.min(count - p);
+                for dst in 0..n as usize {
+                    unsafe { copy(mine + dst * len * e, send + (dst * count + p) * e, len * e) };
+                }
+                rv.barrier()?;
+                let at = me as usize * len * e;
+                if d.kind == CollKind::ReduceScatter {
+                    let srcs: Vec<*const u8> = (0..n).map(|r| (slot(r) + at) as *const u8).collect();
+                    unsafe { reduce((recv + p * e) as *mut u8, &srcs, len, d.dtype, d.op) };
+                } else {
+                    for j in 0..n as usize {
+                        unsafe { copy(recv + (j * count + p) * e, slot(j as u32) + at, len * e) };
+                    }
+                }
+                rv.barrier()?;
+            }
+        }
+        CollKind::Barrier | CollKind::Send | CollKind::Recv => {}
+    }
+    Ok(())
+}
+
+pub(crate) fn p2p(
+    c: &CommInner,
+    rv: &mut Rendezvous<'_>,
+    sent: &mut [u64],
+    received: &mut [u64],
+    send: Option<&Region>,
+    recv: Option<&Region>,
+) -> CResult<()> {
+    if let Some(rec) = rv.board.aborted() {
+        return Err(rv.error_of(&rec));
+    }
+    let d = rv.desc;
+    let (me, peer) = (rv.me, d.root);
+    let bytes = d.count as usize * d.dtype.size();
+    let staged = c.transport == Transport::Shm;
+    let piece = if staged { c.slot_bytes } else { bytes.max(1) };
+    let my_slot = c.slots + me as usize * c.slot_bytes;
+    let (a, cnt) = d.pack();
+    let mut off = 0usize;
+    loop {
+        let len = piece.min(bytes - off);
+        if d.kind == CollKind::Send {
+            let src = send.map_or(0, |r| r.addr) + off;
+            let mbox = rv.board.pair(me, peer);
+            let arg = if staged {
+                // SAFETY: `src` is inside the checked send buffer and the slot is this
+                // rank's, which nobody reads until the chunk is posted.
+                unsafe { copy(my_slot, src, len) };
+                len as u64
+            } else {
+                src as u64
+            };
+            mbox.desc.store(a, Relaxed);
+            mbox.count.store(cnt, Relaxed);
+            mbox.arg.store(arg, Relaxed);
+            sent[peer as usize] += 1;
+            let k = sent[peer as usize];
+            mbox.posted.store(k, Release);
+            rv.board.wake();
+            rv.wait_for(&|| mbox.taken.load(Acquire) >= k, &|| vec![peer])?;
+        } else {
+            let dst = recv.map_or(0, |r| r.addr) + off;
+            let mbox = rv.board.pair(peer, me);
+            received[peer as usize] += 1;
+            let k = received[peer as usize];
+            rv.wait_for(&|| mbox.posted.load(Acquire) >= k, &|| vec![peer])?;
+            let theirs = OpDesc::unpack(mbox.desc.load(Relaxed), mbox.count.load(Relaxed));
+            let fits = theirs.is_some_and(|t| t.count == d.count && t.dtype == d.dtype && t.root == me);
+            if !fits {
+                let what = theirs.map_or_else(|| "an unknown message".into(), |t| t.describe());
+                let detail = format!("rank {me} called {}; rank {peer} called {what}", d.describe());
+                return Err(rv.fail(K_DESYNC, 1 << peer, 0.0, detail));
+            }
+            let arg = mbox.arg.load(Relaxed) as usize;
+            let src = if staged {
+                c.slots + peer as usize * c.slot_bytes
+            } else {
+                arg
+            };
+            // SAFETY: `dst` is inside the checked receive buffer; `src` is the sender's
+            // posted chunk (its slot, or its send buffer for `local`), which it does not
+            // touch until the chunk is marked taken; both are `len` bytes (same count).
+            unsafe { copy(dst, src, len) };
+            mbox.taken.store(k, Release);
+            rv.board.wake();
+        }
+        off += len;
+        if off >= bytes {
+            return Ok(());
+        }
+    }
+}

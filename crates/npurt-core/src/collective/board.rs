@@ -1,0 +1,261 @@
+//! The progress board: a control block of atomics that every rank of a communicator maps
+//! (heap memory for `local`, the communicator's memfd segment for `shm`). Per rank: its
+//! barrier phase, the seq and descriptor of the collective it is in, state, pid and a
+//! heartbeat; per ordered pair of ranks: a mailbox for send/recv; one abort record that
+//! the rank detecting a failure publishes and every other rank reads; one futex word
+//! (`epoch`) bumped on every change, which waiters sleep on.
+//!
+//! Layout (`repr(C)`, 8-byte aligned, position-independent: no pointers into the block):
+//! `Header`, then `world` × `RankSlot`, then `world²` × `PairSlot`.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use std::time::Duration;
+
+pub(crate) const MAGIC: u64 = 0x6e70_7572_7443_4f4d; // "nprutCOM"
+/// Largest world size of `local` and `shm` communicators (the abort record's rank mask).
+pub const MAX_RANKS: u32 = 64;
+const TEXT_WORDS: usize = 64; // 512 bytes of abort detail
+
+/// Rank states on the board.
+pub(crate) const ST_EMPTY: u32 = 0;
+pub(crate) const ST_JOINED: u32 = 1;
+pub(crate) const ST_LEFT: u32 = 2;
+
+/// Abort record states.
+pub(crate) const AB_NONE: u64 = 0;
+const AB_WRITING: u64 = 1;
+const AB_PUBLISHED: u64 = 2;
+
+#[repr(C)]
+pub(crate) struct Header {
+    pub(crate) magic: AtomicU64,
+    pub(crate) world: AtomicU32,
+    /// Futex word: bumped (and woken) on every phase, mailbox or abort change.
+    pub(crate) epoch: AtomicU32,
+    pub(crate) slot_bytes: AtomicU64,
+    pub(crate) joined: AtomicU32,
+    _pad: AtomicU32,
+    abort: AtomicU64,
+    abort_kind: AtomicU32,
+    abort_rank: AtomicU32,
+    abort_seq: AtomicU64,
+    abort_mask: AtomicU64,
+    abort_secs: AtomicU64,
+    abort_len: AtomicU64,
+    abort_text: [AtomicU64; TEXT_WORDS],
+}
+
+/// One rank's row on the board (64 bytes).
+#[repr(C)]
+pub(crate) struct RankSlot {
+    pub(crate) phase: AtomicU64,
+    pub(crate) seq: AtomicU64,
+    pub(crate) desc: AtomicU64,
+    pub(crate) count: AtomicU64,
+    pub(crate) state: AtomicU32,
+    pub(crate) pid: AtomicU32,
+    pub(crate) heartbeat_ms: AtomicU64,
+    /// `local`: the addresses of this rank's send / recv buffers for the current collective.
+    pub(crate) send_ptr: AtomicU64,
+    pub(crate) recv_ptr: AtomicU64,
+}
+
+/// The mailbox of one ordered pair (src → dst) for send/recv (40 bytes).
+#[repr(C)]
+pub(crate) struct PairSlot {
+    /// Chunks the sender posted / the receiver took (monotonic).
+    pub(crate) posted: AtomicU64,
+    pub(crate) taken: AtomicU64,
+    pub(crate) desc: AtomicU64,
+    pub(crate) count: AtomicU64,
+    /// `local`: the sender's address; `shm`: the chunk's bytes in the sender's slot.
+    pub(crate) arg: AtomicU64,
+}
+
+/// A published failure, as read back from the board.
+#[derive(Debug, Clone)]
+pub(crate) struct AbortRecord {
+    pub(crate) kind: u32,
+    pub(crate) rank: u32,
+    pub(crate) seq: u64,
+    pub(crate) mask: u64,
+    pub(crate) secs: f64,
+    pub(crate) text: String,
+}
+
+/// A view of a control block. It does not own the memory: the communicator keeps the
+/// block's owner (heap allocation or segment mapping) alive for as long as the board.
+pub(crate) struct Board {
+    base: *const u8,
+    world: u32,
+}
+
+// SAFETY: the block holds only atomics; every access goes through them.
+unsafe impl Send for Board {}
+// SAFETY: as above: shared access is through atomics only.
+unsafe impl Sync for Board {}
+
+impl Board {
+    /// Bytes of a control block for `world` ranks (a multiple of 64).
+    pub(crate) fn bytes(world: u32) -> usize {
+        let w = world as usize;
+        let n = std::mem::size_of::<Header>()
+            + w * std::mem::size_of::<RankSlot>()
+            + w * w * std::mem::size_of::<PairSlot>();
+        n.div_ceil(64) * 64
+    }
+
+    /// A board over `base`.
+    ///
+    /// # Safety
+    /// `base` must be 8-byte aligned, valid for [`Board::bytes`]`(world)` bytes for the
+    /// board's whole life, and either zeroed or a block another rank initialised; it is
+    /// only accessed through atomics.
+    pub(crate) unsafe fn new(base: *const u8, world: u32) -> Self {
+        debug_assert_eq!(base as usize % 8, 0);
+        Board { base, world }
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: `new`'s contract: the block is valid, aligned and starts with a Header.
+        unsafe { &*self.base.cast::<Header>() }
+    }
+
+    pub(crate) fn rank(&self, r: u32) -> &RankSlot {
+        assert!(r < self.world);
+        let off = std::mem::size_of::<Header>() + r as usize * std::mem::size_of::<RankSlot>();
+        // SAFETY: `r < world`, so the slot lies inside the block (`bytes`); 8-aligned.
+        unsafe { &*self.base.add(off).cast::<RankSlot>() }
+    }
+
+    pub(crate) fn pair(&self, src: u32, dst: u32) -> &PairSlot {
+        assert!(src < self.world && dst < self.world);
+        let w = self.world as usize;
+        let off = std::mem::size_of::<Header>()
+            + w * std::mem::size_of::<RankSlot>()
+            + (src as usize * w + dst as usize) * std::mem::size_of::<PairSlot>();
+        // SAFETY: both ranks are < world, so the pair slot lies inside the block; 8-aligned.
+        unsafe { &*self.base.add(off).cast::<PairSlot>() }
+    }
+
+    pub(crate) fn world(&self) -> u32 {
+        self.world
+    }
+
+    /// Bumps the futex word and wakes every waiter (in every process).
+    pub(crate) fn wake(&self) {
+        let e = &self.header().epoch;
+        e.fetch_add(1, Release);
+        futex_wake(e);
+    }
+
+    /// Sleeps until the futex word moves from `seen` or `max` passes.
+    pub(crate) fn sleep(&self, seen: u32, max: Duration) {
+        futex_wait(&self.header().epoch, seen, max);
+    }
+
+    /// Publishes a failure unless one was published already; returns the record in force.
+    pub(crate) fn abort(&self, rec: AbortRecord) -> AbortRecord {
+        let h = self.header();
+        if h.abort.compare_exchange(AB_NONE, AB_WRITING, AcqRel, Acquire).is_ok() {
+            h.abort_kind.store(rec.kind, Relaxed);
+            h.abort_rank.store(rec.rank, Relaxed);
+            h.abort_seq.store(rec.seq, Relaxed);
+            h.abort_mask.store(rec.mask, Relaxed);
+            h.abort_secs.store(rec.secs.to_bits(), Relaxed);
+            let bytes = rec.text.as_bytes();
+            let n = bytes.len().min(TEXT_WORDS * 8);
+            for (i, w) in h.abort_text.iter().enumerate() {
+                let mut b = [0u8; 8];
+                for (j, x) in b.iter_mut().enumerate() {
+                    if let Some(&c) = bytes.get(i * 8 + j).filter(|_| i * 8 + j < n) {
+                        *x = c;
+                    }
+                }
+                w.store(u64::from_le_bytes(b), Relaxed);
+            }
+            h.abort_len.store(n as u64, Relaxed);
+            h.abort.store(AB_PUBLISHED, Release);
+            self.wake();
+            return rec;
+        }
+        loop {
+            if let Some(r) = self.aborted() {
+                return r;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The published failure, if any.
+    pub(crate) fn aborted(&self) -> Option<AbortRecord> {
+        let h = self.header();
+        if h.abort.load(Acquire) != AB_PUBLISHED {
+            return None;
+        }
+        let n = h.abort_len.load(Relaxed) as usize;
+        let mut bytes: Vec<u8> = h
+            .abort_text
+            .iter()
+            .flat_map(|w| w.load(Relaxed).to_le_bytes())
+            .collect();
+        bytes.truncate(n);
+        Some(AbortRecord {
+            kind: h.abort_kind.load(Relaxed),
+            rank: h.abort_rank.load(Relaxed),
+            seq: h.abort_seq.load(Relaxed),
+            mask: h.abort_mask.load(Relaxed),
+            secs: f64::from_bits(h.abort_secs.load(Relaxed)),
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.header().abort.load(Relaxed) != AB_NONE
+    }
+}
+
+/// Milliseconds since the epoch (heartbeats; comparable across processes).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn futex_wait(word: &AtomicU32, seen: u32, max: Duration) {
+    let ts = libc::timespec {
+        tv_sec: max.as_secs() as libc::time_t,
+        tv_nsec: max.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT (shared, not _PRIVATE: the word may be in memory other processes
+    // map) reads the aligned u32 behind `word`, which lives for the call; `ts` is a valid
+    // relative timeout. Spurious returns (EAGAIN, EINTR, timeout) are fine: callers loop.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            seen,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on the aligned u32 behind `word` (valid for the call); it only
+    // wakes waiters, touching no memory.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            0usize,
+            0usize,
+            0u32,
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! [`CollectiveError`]: why a collective failed, with HCCL's result codes ([`HcclResult`]).
+//! The messages are formatted here and only here: the Python `mpi` backend builds the same
+//! errors through `_npurt._collective_error(...)`.
+
+use std::fmt;
+
+/// HCCL's `HcclResult` values (the ones npurt returns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HcclResult {
+    pub code: u32,
+    pub name: &'static str,
+}
+
+macro_rules! hccl_codes {
+    ($($id:ident = $code:literal),* $(,)?) => {
+        impl HcclResult {
+            $(pub const $id: HcclResult = HcclResult { code: $code, name: concat!("HCCL_", stringify!($id)) };)*
+            /// Every `HcclResult` value npurt knows (the Python enum reads this table).
+            pub const ALL: &'static [HcclResult] = &[$(HcclResult::$id),*];
+        }
+    };
+}
+
+hccl_codes! {
+    SUCCESS = 0,
+    E_PARA = 1,
+    E_PTR = 2,
+    E_MEMORY = 3,
+    E_INTERNAL = 4,
+    E_NOT_SUPPORT = 5,
+    E_NOT_FOUND = 6,
+    E_UNAVAIL = 7,
+    E_SYSCALL = 8,
+    E_TIMEOUT = 9,
+    E_OPEN_FILE_FAILURE = 10,
+    E_TCP_CONNECT = 11,
+    E_ROCE_CONNECT = 12,
+    E_TCP_TRANSFER = 13,
+    E_ROCE_TRANSFER = 14,
+    E_RUNTIME = 15,
+    E_DRV = 16,
+    E_PROFILING = 17,
+    E_CCE = 18,
+    E_NETWORK = 19,
+    E_AGAIN = 20,
+    E_REMOTE = 21,
+    E_SUSPENDING = 22,
+    E_OPRETRY_FAIL = 23,
+    E_OOM = 24,
+}
+
+impl fmt::Display for HcclResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.code, self.name)
+    }
+}
+
+/// A set of ranks, displayed as `1, 3` (or `none`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ranks(pub Vec<u32>);
+
+impl fmt::Display for Ranks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, r) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What aborted a communicator (the class of [`CollectiveError::Aborted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortCause {
+    Timeout,
+    Desync,
+    RankFailed,
+}
+
+/// Why a collective failed. Every rank that waits at a failed collective gets one of these
+/// (the rank that detects a failure marks the communicator aborted; the others read it).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CollectiveError {
+    /// A bad argument (sizes, dtype, root, a non-contiguous tensor...).
+    #[error("{op}: {reason}")]
+    Param { op: String, reason: String },
+    /// The deadline passed with some ranks missing.
+    #[error(
+        "{op} (collective #{seq}) timed out after {secs:.3}s on rank {rank}: rank(s) {missing} never arrived \
+         (arrived: {arrived}); raise the timeout (timeout=, HCCL_EXEC_TIMEOUT) if they are only slow"
+    )]
+    Timeout {
+        op: String,
+        seq: u64,
+        rank: u32,
+        secs: f64,
+        missing: Ranks,
+        arrived: Ranks,
+    },
+    /// Ranks called different collectives (or sizes, dtypes, ops, roots) at the same seq.
+    #[error("collective desync at #{seq}: {detail}")]
+    Desync { seq: u64, detail: String },
+    /// A rank's process died, or it left the group, while others waited for it.
+    #[error("{op} (collective #{seq}): rank {rank} {what}; the communicator is aborted")]
+    RankFailed {
+        op: String,
+        seq: u64,
+        rank: u32,
+        what: String,
+    },
+    /// The communicator was aborted by an earlier failure (which is repeated here); the
+    /// class and code are the cause's.
+    #[error("{op} (collective #{seq}) cannot run: the communicator was aborted at collective #{at}: {reason}")]
+    Aborted {
+        op: String,
+        seq: u64,
+        at: u64,
+        reason: String,
+        cause: AbortCause,
+    },
+    /// An internal failure (a transport system call, a bootstrap problem).
+    #[error("{op}: {reason}")]
+    Internal { op: String, reason: String },
+}
+
+impl CollectiveError {
+    /// The HCCL result code.
+    pub fn code(&self) -> HcclResult {
+        match self {
+            Self::Param { .. } => HcclResult::E_PARA,
+            Self::Timeout { .. } => HcclResult::E_TIMEOUT,
+            Self::Desync { .. } => HcclResult::E_PARA,
+            Self::RankFailed { .. } => HcclResult::E_REMOTE,
+            Self::Aborted { cause, .. } => match cause {
+                AbortCause::Timeout => HcclResult::E_TIMEOUT,
+                AbortCause::Desync => HcclResult::E_PARA,
+                AbortCause::RankFailed => HcclResult::E_REMOTE,
+            },
+            Self::Internal { .. } => HcclResult::E_INTERNAL,
+        }
+    }
+
+    /// The Python class name (`npurt.exceptions`).
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            Self::Param { .. } | Self::Internal { .. } => "CollectiveError",
+            Self::Timeout { .. } => "CollectiveTimeoutError",
+            Self::Desync { .. } => "CollectiveDesyncError",
+            Self::RankFailed { .. } => "RankFailedError",
+            Self::Aborted { cause, .. } => match cause {
+                AbortCause::Timeout => "CollectiveTimeoutError",
+                AbortCause::Desync => "CollectiveDesyncError",
+                AbortCause::RankFailed => "RankFailedError",
+            },
+        }
+    }
+
+    pub fn param(op: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Param {
+            op: op.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn internal(op: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Internal {
+            op: op.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The error a front builds by name (`_npurt._collective_error(kind, op, seq, ranks,
+    /// detail)`): `kind` is `timeout`, `desync`, `rank_failed`, `param` or `internal`.
+    /// `ranks` are the missing ranks (timeout) or the failed rank (first entry).
+    pub fn from_parts(kind: &str, op: &str, seq: u64, rank: u32, ranks: &[u32], detail: &str) -> Option<Self> {
+        Some(match kind {
+            "timeout" => Self::Timeout {
+                op: op.into(),
+                seq,
+                rank,
+                secs: detail.parse().unwrap_or(0.0),
+                missing: Ranks(ranks.to_vec()),
+                arrived: Ranks(Vec::new()),
+            },
+            "desync" => Self::Desync {
+                seq,
+                detail: detail.into(),
+            },
+            "rank_failed" => Self::RankFailed {
+                op: op.into(),
+                seq,
+                rank: ranks.first().copied().unwrap_or(rank),
+                what: if detail.is_empty() {
+                    "failed".into()
+                } else {
+                    detail.into()
+                },
+            },
+            "param" => Self::param(op, detail),
+            "internal" => Self::internal(op, detail),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_collective_and_ranks() {
+        let e = CollectiveError::Timeout {
+            op: "all_reduce".into(),
+            seq: 7,
+            rank: 0,
+            secs: 0.5,
+            missing: Ranks(vec![2, 3]),
+            arrived: Ranks(vec![0, 1]),
+        };
+        let s = e.to_string();
+        assert!(
+            s.contains("all_reduce (collective #7)") && s.contains("rank(s) 2, 3 never arrived"),
+            "{s}"
+        );
+        assert_eq!(e.code().code, 9);
+        assert_eq!(e.class_name(), "CollectiveTimeoutError");
+        let d = CollectiveError::from_parts("rank_failed", "broadcast", 3, 0, &[1], "died (pid 42)").unwrap();
+        assert_eq!(d.code(), HcclResult::E_REMOTE);
+        assert!(d.to_string().contains("rank 1 died (pid 42)"));
+        assert!(CollectiveError::from_parts("nope", "x", 0, 0, &[], "").is_none());
+    }
+}

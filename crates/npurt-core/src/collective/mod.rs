@@ -1,0 +1,121 @@
+//! HCCL-style collectives: communicators, the progress board, rendezvous with deadlines,
+//! desync and dead-rank detection, deterministic reductions, and two transports.
+//!
+//! * [`Communicator`] (`comm.rs`): a rank's handle; collectives run one at a time in call
+//!   order, each with a sequence number and a deadline (the group's, a per-call one, or
+//!   `HCCL_EXEC_TIMEOUT`).
+//! * The board (`board.rs`): a control block of atomics every rank maps — per rank its
+//!   phase, seq, descriptor, state, pid, heartbeat; per pair a send/recv mailbox; the abort
+//!   record; a futex word waiters sleep on. `rendezvous.rs` is one rank's side of one
+//!   collective: arrive (desync check), barriers, waits that end in
+//!   [`CollectiveError::Timeout`] / [`CollectiveError::RankFailed`] instead of hanging.
+//! * Algorithms (`algo.rs`): `direct` (`local`: peers' buffers read directly;
+//!   reduce-scatter then all-gather), `staged` (`shm`: through per-rank slots of a shared
+//!   segment), `p2p` (send/recv); `reduce.rs` the kernels, always in rank order (bitwise
+//!   identical results on every rank and run).
+//! * Bootstrap: [`local`] (threads of one process; `HcclCommInitAll`), [`shm`] (a
+//!   shareable memfd segment exported with [`crate::ipc`]).
+//! * [`enqueue`] (below): a collective as a task on a stream's host engine. It claims the
+//!   collective's sequence number in call order and queues it, so it runs after the
+//!   stream's earlier work, later work waits for it, and profiles show it. The host engine
+//!   grows a thread when jobs outnumber idle threads, so a rank blocked at a rendezvous
+//!   holds only its own stream. A queued collective that never runs (its stream failed
+//!   first) aborts the group, so the other ranks get an error instead of waiting for it.
+
+mod algo;
+mod board;
+mod comm;
+mod error;
+pub mod local;
+mod reduce;
+mod rendezvous;
+pub mod shm;
+mod types;
+
+pub use board::MAX_RANKS;
+pub use comm::{default_timeout, Communicator, Region, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
+pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
+pub use rendezvous::pid_dead;
+pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp};
+
+use crate::error::{Error, TaskError};
+use crate::profiler::TaskKind;
+use crate::stream::task::{Engine, EngineDesc};
+use crate::stream::{Pending, Stream};
+use comm::{check_regions, Ticket};
+use std::time::Duration;
+
+struct Job {
+    comm: Communicator,
+    ticket: Ticket,
+    desc: OpDesc,
+    send: Option<Region>,
+    recv: Option<Region>,
+    timeout: Option<Duration>,
+    ran: bool,
+}
+
+impl Job {
+    fn run(mut self) -> Result<(), TaskError> {
+        self.ran = true;
+        self.comm
+            .execute(
+                self.ticket,
+                self.desc,
+                self.send.as_ref(),
+                self.recv.as_ref(),
+                self.timeout,
+            )
+            .map_err(TaskError::Collective)
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.ran {
+            self.comm.skip(self.ticket, self.desc);
+        }
+    }
+}
+
+/// Queues `desc` on `stream`; returns its sequence number and the launch (a full ring
+/// gives the task back as a [`Pending`] to push without the interpreter lock).
+pub fn enqueue(
+    comm: &Communicator,
+    stream: &Stream,
+    desc: OpDesc,
+    send: Option<Region>,
+    recv: Option<Region>,
+    timeout: Option<Duration>,
+) -> crate::Result<(u64, Result<u64, Pending>)> {
+    check_regions(&desc, comm.world(), send.as_ref(), recv.as_ref()).map_err(Error::Collective)?;
+    let bytes = send.as_ref().or(recv.as_ref()).map_or(0, |r| r.len) as u64;
+    let ticket = comm.claim(desc.kind).map_err(Error::Collective)?;
+    let job = Job {
+        comm: comm.clone(),
+        ticket,
+        desc,
+        send,
+        recv,
+        timeout,
+        ran: false,
+    };
+    let d = EngineDesc {
+        kind: TaskKind::HostFunc,
+        bytes,
+    };
+    let r = stream.try_launch_described(Engine::Host, Box::new(move || job.run()), d)?;
+    Ok((ticket.seq, r))
+}
+
+/// [`reduce`](reduce::reduce) over byte slices (benchmarks and tests): `dst = srcs[0] ∘
+/// srcs[1] ∘ ...` element-wise in order. Panics if a slice is shorter than `nelem`
+/// elements.
+pub fn reduce_slices(dst: &mut [u8], srcs: &[&[u8]], nelem: usize, dtype: HcclDataType, op: ReduceOp) {
+    let n = nelem * dtype.size();
+    assert!(!srcs.is_empty() && dst.len() >= n && srcs.iter().all(|s| s.len() >= n));
+    let ptrs: Vec<*const u8> = srcs.iter().map(|s| s.as_ptr()).collect();
+    // SAFETY: every slice holds `n` bytes (asserted); `dst` is borrowed mutably, so it
+    // cannot overlap the shared `srcs`.
+    unsafe { reduce::reduce(dst.as_mut_ptr(), &ptrs, nelem, dtype, op) }
+}

@@ -1,0 +1,253 @@
+//! One rank's side of one collective on the board: arrival (publish the descriptor, wait
+//! for everyone, compare descriptors: desync), barriers between the algorithm's steps,
+//! and the waits — which never hang: each ends at the collective's deadline
+//! ([`CollectiveError::Timeout`] naming the ranks that never arrived), when a rank it
+//! waits for died or left ([`CollectiveError::RankFailed`]) or when another rank
+//! published a failure (the same error, read back from the board).
+
+use super::board::{now_ms, AbortRecord, Board, ST_LEFT};
+use super::error::{AbortCause, CollectiveError, Ranks};
+use super::types::OpDesc;
+use std::sync::atomic::Ordering::*;
+use std::time::{Duration, Instant};
+
+pub(crate) const K_TIMEOUT: u32 = 1;
+pub(crate) const K_DESYNC: u32 = 2;
+pub(crate) const K_FAILED: u32 = 3;
+
+/// How often a waiter looks at the pids of the ranks it waits for.
+const LIVENESS_EVERY: Duration = Duration::from_millis(20);
+
+pub(crate) type CResult<T> = Result<T, CollectiveError>;
+
+/// One rank inside one collective.
+pub(crate) struct Rendezvous<'a> {
+    pub(crate) board: &'a Board,
+    pub(crate) me: u32,
+    pub(crate) seq: u64,
+    pub(crate) desc: OpDesc,
+    /// This rank's barrier phase (monotonic over the communicator's life).
+    pub(crate) phase: &'a mut u64,
+    pub(crate) start: Instant,
+    pub(crate) deadline: Instant,
+    /// Whether peers are other processes (their pids are watched).
+    pub(crate) check_pids: bool,
+}
+
+impl Rendezvous<'_> {
+    /// Publishes this rank's descriptor, waits for every rank, and checks that they all
+    /// called the same collective.
+    pub(crate) fn arrive(&mut self, send: u64, recv: u64) -> CResult<()> {
+        if let Some(rec) = self.board.aborted() {
+            return Err(self.error_of(&rec));
+        }
+        let slot = self.board.rank(self.me);
+        let (a, c) = self.desc.pack();
+        slot.desc.store(a, Relaxed);
+        slot.count.store(c, Relaxed);
+        slot.send_ptr.store(send, Relaxed);
+        slot.recv_ptr.store(recv, Relaxed);
+        slot.seq.store(self.seq, Relaxed);
+        self.barrier()?;
+        self.check_desync()
+    }
+
+    /// Advances this rank's phase and waits until every rank reached it.
+    pub(crate) fn barrier(&mut self) -> CResult<()> {
+        *self.phase += 1;
+        let target = *self.phase;
+        self.board.rank(self.me).phase.store(target, Release);
+        self.board.wake();
+        let world = self.board.world();
+        let behind = || -> Vec<u32> {
+            (0..world)
+                .filter(|&r| self.board.rank(r).phase.load(Acquire) < target)
+                .collect()
+        };
+        self.wait_for(&|| behind().is_empty(), &behind)
+    }
+
+    /// Waits until `done()`; `behind()` names the ranks still awaited.
+    pub(crate) fn wait_for(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
+        let mut spins = 0u32;
+        let mut last_check = Instant::now();
+        loop {
+            let seen = self.board.header().epoch.load(Acquire);
+            if done() {
+                return Ok(());
+            }
+            if let Some(rec) = self.board.aborted() {
+                return Err(self.error_of(&rec));
+            }
+            if spins < 64 {
+                spins += 1;
+                if spins < 16 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Err(self.fail_timeout(&behind()));
+            }
+            if now.duration_since(last_check) >= LIVENESS_EVERY {
+                last_check = now;
+                self.board.rank(self.me).heartbeat_ms.store(now_ms(), Relaxed);
+                self.check_alive(&behind())?;
+            }
+            self.board.sleep(seen, (self.deadline - now).min(LIVENESS_EVERY));
+        }
+    }
+
+    fn check_alive(&self, ranks: &[u32]) -> CResult<()> {
+        let mypid = std::process::id();
+        for &r in ranks {
+            let slot = self.board.rank(r);
+            if slot.state.load(Acquire) == ST_LEFT {
+                return Err(self.fail(
+                    K_FAILED,
+                    1 << r,
+                    0.0,
+                    "left the group (destroy_process_group / HcclCommDestroy)".into(),
+                ));
+            }
+            let pid = slot.pid.load(Relaxed);
+            if self.check_pids && pid != 0 && pid != mypid && pid_dead(pid) {
+                return Err(self.fail(K_FAILED, 1 << r, 0.0, format!("died (pid {pid})")));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_desync(&self) -> CResult<()> {
+        let world = self.board.world();
+        let rows: Vec<(u64, Option<OpDesc>)> = (0..world)
+            .map(|r| {
+                let s = self.board.rank(r);
+                (
+                    s.seq.load(Relaxed),
+                    OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed)),
+                )
+            })
+            .collect();
+        let first = rows[0];
+        let same = |row: &(u64, Option<OpDesc>)| {
+            row.0 == first.0 && matches!((&row.1, &first.1), (Some(a), Some(b)) if a.matches(b))
+        };
+        if rows.iter().all(same) {
+            return Ok(());
+        }
+        // Group the ranks by what they called (the same text on every rank).
+        let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
+        for (r, (seq, d)) in rows.iter().enumerate() {
+            let what = match d {
+                Some(d) if *seq == self.seq => d.describe(),
+                Some(d) => format!("{} as collective #{seq}", d.describe()),
+                None => "an unknown collective".into(),
+            };
+            match groups.iter_mut().find(|g| g.0 == what) {
+                Some(g) => g.1.push(r as u32),
+                None => groups.push((what, vec![r as u32])),
+            }
+        }
+        let detail = groups
+            .iter()
+            .map(|(what, ranks)| {
+                let who = if ranks.len() == 1 { "rank" } else { "ranks" };
+                format!("{who} {} called {what}", Ranks(ranks.clone()))
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mask = groups
+            .iter()
+            .skip(1)
+            .flat_map(|g| g.1.iter())
+            .fold(0u64, |m, r| m | 1 << r);
+        Err(self.fail(K_DESYNC, mask, 0.0, detail))
+    }
+
+    fn fail_timeout(&self, missing: &[u32]) -> CollectiveError {
+        let mask = missing.iter().fold(0u64, |m, r| m | 1 << r);
+        let secs = self.deadline.duration_since(self.start).as_secs_f64();
+        self.fail(K_TIMEOUT, mask, secs, String::new())
+    }
+
+    /// Publishes a failure on the board (unless another rank was first) and returns the
+    /// error of the record in force.
+    pub(crate) fn fail(&self, kind: u32, mask: u64, secs: f64, detail: String) -> CollectiveError {
+        let rec = AbortRecord {
+            kind,
+            rank: self.me,
+            seq: self.seq,
+            mask,
+            secs,
+            text: format!("{}\n{detail}", self.desc.describe()),
+        };
+        let rec = self.board.abort(rec);
+        self.error_of(&rec)
+    }
+
+    /// The error a published record means for this rank's collective.
+    pub(crate) fn error_of(&self, rec: &AbortRecord) -> CollectiveError {
+        let (op, detail) = rec.text.split_once('\n').unwrap_or((rec.text.as_str(), ""));
+        let ranks = |mask: u64| Ranks((0..64).filter(|r| mask >> r & 1 == 1).collect());
+        let world_mask = if self.board.world() >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.board.world()) - 1
+        };
+        let (orig, cause) = match rec.kind {
+            K_TIMEOUT => (
+                CollectiveError::Timeout {
+                    op: op.into(),
+                    seq: rec.seq,
+                    rank: rec.rank,
+                    secs: rec.secs,
+                    missing: ranks(rec.mask),
+                    arrived: ranks(world_mask & !rec.mask),
+                },
+                AbortCause::Timeout,
+            ),
+            K_DESYNC => (
+                CollectiveError::Desync {
+                    seq: rec.seq,
+                    detail: detail.into(),
+                },
+                AbortCause::Desync,
+            ),
+            _ => (
+                CollectiveError::RankFailed {
+                    op: op.into(),
+                    seq: rec.seq,
+                    rank: rec.mask.trailing_zeros().min(63),
+                    what: detail.into(),
+                },
+                AbortCause::RankFailed,
+            ),
+        };
+        if rec.seq == self.seq {
+            orig
+        } else {
+            CollectiveError::Aborted {
+                op: self.desc.describe(),
+                seq: self.seq,
+                at: rec.seq,
+                reason: orig.to_string(),
+                cause,
+            }
+        }
+    }
+}
+
+/// Whether process `pid` is gone (no such process, or a zombie waiting to be reaped).
+pub fn pid_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => match s.rfind(')').and_then(|i| s[i + 1..].split_whitespace().next()) {
+            Some(st) => st == "Z" || st == "X",
+            None => false,
+        },
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}

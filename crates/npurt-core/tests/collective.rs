@@ -1,0 +1,331 @@
+//! The collective engine on the `local` transport: every collective against a reference,
+//! deadlines, desync, a rank leaving, determinism, and a rendezvous stress run.
+
+use npurt_core::collective::{local, CollKind, CollectiveError, Communicator, HcclDataType, OpDesc, ReduceOp, Region};
+use std::time::Duration;
+
+fn region(v: &mut [f32]) -> Region {
+    Region {
+        addr: v.as_mut_ptr() as usize,
+        len: std::mem::size_of_val(v),
+        keep: None,
+    }
+}
+
+fn desc(kind: CollKind, count: u64, op: ReduceOp, root: u32) -> OpDesc {
+    OpDesc {
+        kind,
+        dtype: HcclDataType::Fp32,
+        op,
+        count,
+        root,
+    }
+}
+
+/// Runs `f(rank, comm)` on one thread per rank and returns the results in rank order.
+fn ranks<T: Send + 'static>(
+    world: u32,
+    timeout: Duration,
+    f: impl Fn(u32, Communicator) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let comms = local::init_all(world, timeout).unwrap();
+    let f = std::sync::Arc::new(f);
+    let hs: Vec<_> = comms
+        .into_iter()
+        .enumerate()
+        .map(|(r, c)| {
+            let f = f.clone();
+            std::thread::spawn(move || f(r as u32, c))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+fn input(rank: u32, n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i as f32 * 0.37 + rank as f32 * 1.3).sin()).collect()
+}
+
+#[test]
+fn every_collective_matches_the_reference() {
+    let t = Duration::from_secs(20);
+    for world in [1u32, 2, 3, 5] {
+        let n = 7usize;
+        let out = ranks(world, t, move |r, c| {
+            let w = world as usize;
+            let mut res = Vec::new();
+            let mut x = input(r, n);
+            c.run(
+                desc(CollKind::AllReduce, n as u64, ReduceOp::Sum, 0),
+                Some(region(&mut x)),
+                Some(region(&mut x)),
+                None,
+            )
+            .unwrap();
+            res.push(x);
+            let mut b = input(r, n);
+            c.run(
+                desc(CollKind::Broadcast, n as u64, ReduceOp::Sum, world - 1),
+                Some(region(&mut b)),
+                Some(region(&mut b)),
+                None,
+            )
+            .unwrap();
+            res.push(b);
+            let mut s = input(r, n);
+            let mut g = vec![0f32; n * w];
+            c.run(
+                desc(CollKind::AllGather, n as u64, ReduceOp::Sum, 0),
+                Some(region(&mut s)),
+                Some(region(&mut g)),
+                None,
+            )
+            .unwrap();
+            res.push(g);
+            let mut big = input(r, n * w);
+            let mut rs = vec![0f32; n];
+            c.run(
+                desc(CollKind::ReduceScatter, n as u64, ReduceOp::Max, 0),
+                Some(region(&mut big)),
+                Some(region(&mut rs)),
+                None,
+            )
+            .unwrap();
+            res.push(rs);
+            let mut a2a = vec![0f32; n * w];
+            c.run(
+                desc(CollKind::AllToAll, n as u64, ReduceOp::Sum, 0),
+                Some(region(&mut big)),
+                Some(region(&mut a2a)),
+                None,
+            )
+            .unwrap();
+            res.push(a2a);
+            c.run(desc(CollKind::Barrier, 0, ReduceOp::Sum, 0), None, None, None)
+                .unwrap();
+            res
+        });
+        let w = world as usize;
+        for (r, res) in out.iter().enumerate() {
+            for i in 0..n {
+                let sum = (1..w).fold(input(0, n)[i], |a, k| a + input(k as u32, n)[i]);
+                assert_eq!(res[0][i].to_bits(), sum.to_bits(), "all_reduce world {world}");
+                assert_eq!(res[1][i], input(world - 1, n)[i]);
+                for j in 0..w {
+                    assert_eq!(res[2][j * n + i], input(j as u32, n)[i]);
+                    // all_to_all: chunk j of my output is chunk r of rank j's input
+                    assert_eq!(res[4][j * n + i], input(j as u32, n * w)[r * n + i]);
+                }
+                let mx = (0..w)
+                    .map(|k| input(k as u32, n * w)[r * n + i])
+                    .fold(f32::MIN, f32::max);
+                assert_eq!(res[3][i], mx);
+            }
+        }
+    }
+}
+
+#[test]
+fn send_recv_pairs() {
+    let out = ranks(2, Duration::from_secs(20), |r, c| {
+        let mut x = vec![r as f32 + 1.0; 5];
+        if r == 0 {
+            c.run(
+                desc(CollKind::Send, 5, ReduceOp::Sum, 1),
+                Some(region(&mut x)),
+                None,
+                None,
+            )
+            .unwrap();
+        } else {
+            c.run(
+                desc(CollKind::Recv, 5, ReduceOp::Sum, 0),
+                None,
+                Some(region(&mut x)),
+                None,
+            )
+            .unwrap();
+        }
+        x
+    });
+    assert_eq!(out[1], vec![1.0; 5]);
+}
+
+#[test]
+fn a_missing_rank_times_out_with_its_name() {
+    let out = ranks(3, Duration::from_secs(20), |r, c| {
+        let mut x = vec![1f32; 4];
+        if r == 2 {
+            std::thread::sleep(Duration::from_millis(600));
+        }
+        c.run(
+            desc(CollKind::AllReduce, 4, ReduceOp::Sum, 0),
+            Some(region(&mut x)),
+            Some(region(&mut x)),
+            Some(Duration::from_millis(200)),
+        )
+    });
+    for (r, e) in out.iter().enumerate() {
+        let e = e.as_ref().unwrap_err();
+        assert_eq!(e.class_name(), "CollectiveTimeoutError", "rank {r}: {e}");
+        let s = e.to_string();
+        assert!(s.contains("collective #0"), "{s}");
+        if r < 2 {
+            assert!(s.contains("rank(s) 2 never arrived"), "{s}");
+        }
+    }
+}
+
+#[test]
+fn desync_is_reported_on_every_rank() {
+    let out = ranks(3, Duration::from_secs(20), |r, c| {
+        let mut x = vec![1f32; 4];
+        let kind = if r == 1 {
+            CollKind::Broadcast
+        } else {
+            CollKind::AllReduce
+        };
+        c.run(
+            desc(kind, 4, ReduceOp::Sum, 0),
+            Some(region(&mut x)),
+            Some(region(&mut x)),
+            None,
+        )
+    });
+    for e in &out {
+        let e = e.as_ref().unwrap_err();
+        assert!(matches!(e, CollectiveError::Desync { seq: 0, .. }), "{e}");
+        let s = e.to_string();
+        assert!(
+            s.contains("ranks 0, 2 called all_reduce(float32 x 4, sum)") && s.contains("rank 1 called broadcast"),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_that_leaves_fails_the_others() {
+    let out = ranks(2, Duration::from_secs(20), |r, c| {
+        let mut x = vec![1f32; 4];
+        if r == 1 {
+            c.destroy();
+            return None;
+        }
+        Some(c.run(
+            desc(CollKind::AllReduce, 4, ReduceOp::Sum, 0),
+            Some(region(&mut x)),
+            Some(region(&mut x)),
+            None,
+        ))
+    });
+    let e = out[0].clone().unwrap().unwrap_err();
+    assert_eq!(e.class_name(), "RankFailedError");
+    assert!(e.to_string().contains("rank 1 left the group"), "{e}");
+}
+
+#[test]
+fn reductions_are_bitwise_deterministic() {
+    let run = || {
+        ranks(4, Duration::from_secs(20), |r, c| {
+            let mut x: Vec<f32> = (0..1000)
+                .map(|i| ((i * 7919 + r as usize * 104729) % 1000) as f32 * 1e-3 + 1e7 * (r % 2) as f32)
+                .collect();
+            c.run(
+                desc(CollKind::AllReduce, 1000, ReduceOp::Sum, 0),
+                Some(region(&mut x)),
+                Some(region(&mut x)),
+                None,
+            )
+            .unwrap();
+            x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+        })
+    };
+    let a = run();
+    assert!(a.iter().all(|x| x == &a[0]), "ranks differ");
+    assert_eq!(a, run());
+}
+
+#[test]
+fn rendezvous_stress() {
+    // Many small collectives back to back on 4 ranks: no lost wake-ups, no reordering.
+    let out = ranks(4, Duration::from_secs(60), |r, c| {
+        let mut acc = 0f64;
+        for k in 0..300u32 {
+            let mut x = vec![(r + k) as f32; 3];
+            c.run(
+                desc(CollKind::AllReduce, 3, ReduceOp::Sum, 0),
+                Some(region(&mut x)),
+                Some(region(&mut x)),
+                None,
+            )
+            .unwrap();
+            acc += x[0] as f64;
+        }
+        (acc, c.seq())
+    });
+    let expect: f64 = (0..300u32).map(|k| (0..4).map(|r| (r + k) as f64).sum::<f64>()).sum();
+    for (acc, seq) in out {
+        assert_eq!((acc, seq), (expect, 300));
+    }
+}
+
+#[test]
+fn bad_arguments_are_typed_errors() {
+    let c = local::init_all(2, Duration::from_secs(1)).unwrap().remove(0);
+    let mut x = vec![0f32; 2];
+    let e = c
+        .run(
+            desc(CollKind::AllReduce, 4, ReduceOp::Sum, 0),
+            Some(region(&mut x)),
+            Some(region(&mut x)),
+            None,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(e, CollectiveError::Param { .. }) && e.to_string().contains("holds 8 bytes, 16 needed"),
+        "{e}"
+    );
+    let e = c
+        .run(
+            desc(CollKind::Broadcast, 2, ReduceOp::Sum, 5),
+            Some(region(&mut x)),
+            Some(region(&mut x)),
+            None,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("root 5 is out of range"), "{e}");
+    assert!(local::init_all(0, Duration::from_secs(1)).is_err());
+    assert!(local::join("t-bad", 3, 2, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn collectives_on_streams_of_one_device_never_wait_behind_each_other() {
+    // Three ranks' collectives on three streams of device 0: each blocks a host-engine
+    // thread at the rendezvous until all arrive, so the engine must not queue one behind
+    // another (it grows a thread).
+    let comms = local::init_all(3, Duration::from_secs(20)).unwrap();
+    let ctx = npurt_core::current::current_context().unwrap();
+    let streams: Vec<_> = (0..3).map(|_| ctx.create_stream(0).unwrap()).collect();
+    let mut bufs: Vec<Vec<f32>> = (0..3).map(|r| vec![r as f32 + 1.0; 64]).collect();
+    for round in 0..3 {
+        for (r, c) in comms.iter().enumerate() {
+            let reg = region(&mut bufs[r]);
+            let (seq, launch) = npurt_core::collective::enqueue(
+                c,
+                &streams[r],
+                desc(CollKind::AllReduce, 64, ReduceOp::Max, 0),
+                Some(reg.clone()),
+                Some(reg),
+                None,
+            )
+            .unwrap();
+            assert_eq!(seq, round);
+            if let Err(p) = launch {
+                streams[r].push_pending(p).unwrap();
+            }
+        }
+    }
+    for s in &streams {
+        s.synchronize(Some(Duration::from_secs(30))).unwrap();
+    }
+    assert!(bufs.iter().all(|b| b.iter().all(|&v| v == 3.0)));
+}

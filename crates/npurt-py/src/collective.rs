@@ -1,0 +1,300 @@
+//! `npurt._npurt._Comm` and the communicator constructors behind `npurt.distributed` and
+//! `npurt.hccl`: argument conversion only (the engine is `npurt_core::collective`).
+//! Buffers are DeviceArrays (contiguous), DeviceBuffers or `_BufferView`s (acl pointers).
+
+use crate::args::{int_arg, str_arg, timeout_arg, type_name};
+use crate::array::PyArray;
+use crate::device::device_id;
+use crate::errors::{to_py, type_error, value_error, IntoPy};
+use crate::memory::as_native;
+use crate::stream::{stream_or_current, submit};
+use crate::view::PyBufferView;
+use npurt_core::collective::{
+    self as coll, CollKind, CollectiveError, Communicator, HcclDataType, HcclResult, OpDesc, ReduceOp, Region,
+};
+use npurt_core::memory::{AnyBuffer, Buffer};
+use npurt_core::{alloc, Error};
+use npurt_kernels::DeviceArray;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::time::Duration;
+
+/// One rank's communicator.
+#[pyclass(module = "npurt", name = "_Comm", frozen)]
+pub(crate) struct PyComm {
+    c: Communicator,
+}
+
+fn coll_err(e: CollectiveError) -> PyErr {
+    to_py(Error::Collective(e))
+}
+
+fn group_timeout(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Duration> {
+    Ok(timeout_arg(obj)?.unwrap_or_else(coll::default_timeout))
+}
+
+/// A buffer argument: the region and, for arrays, the array (stream ordering).
+fn region(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Region, Option<DeviceArray>)> {
+    let native = obj.getattr("_a").ok().unwrap_or_else(|| obj.clone());
+    if let Ok(a) = native.cast::<PyArray>() {
+        let a = &a.get().a;
+        if !a.tensor().is_contiguous() {
+            return Err(value_error(format!(
+                "{what} must be a contiguous DeviceArray (use npurt.ascontiguousarray)"
+            )));
+        }
+        let r = Region::of(a.buffer(), a.offset(), a.tensor().nbytes());
+        return Ok((r, Some(a.clone())));
+    }
+    if let Ok(v) = native.cast::<PyBufferView>() {
+        let v = v.get().view();
+        if let AnyBuffer::Device(b) = v.buffer() {
+            return Ok((Region::of(b, v.offset(), v.nbytes()), None));
+        }
+    }
+    match as_native(&native)? {
+        Some(AnyBuffer::Device(b)) => Ok((Region::of(&b, 0, b.nbytes()), None)),
+        _ => Err(type_error(format!(
+            "{what} must be an npurt.DeviceArray, DeviceBuffer or device pointer view, not {}",
+            type_name(obj)
+        ))),
+    }
+}
+
+fn dtype_of(obj: &Bound<'_, PyAny>) -> PyResult<HcclDataType> {
+    if let Ok(name) = obj.extract::<String>() {
+        return HcclDataType::from_name(&name)
+            .ok_or_else(|| type_error(format!("dtype {name:?} is not supported by collectives")));
+    }
+    let v = int_arg(obj, "dtype", 0, u32::MAX as i64)? as u32;
+    HcclDataType::from_u32(v).ok_or_else(|| value_error(format!("HcclDataType {v} is not supported")))
+}
+
+#[pymethods]
+impl PyComm {
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.c.rank()
+    }
+    #[getter]
+    fn world(&self) -> u32 {
+        self.c.world()
+    }
+    #[getter]
+    fn transport(&self) -> &'static str {
+        match self.c.transport() {
+            coll::Transport::Local => "local",
+            coll::Transport::Shm => "shm",
+        }
+    }
+    /// Collectives called so far.
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.c.seq()
+    }
+    #[getter]
+    fn timeout(&self) -> f64 {
+        self.c.timeout().as_secs_f64()
+    }
+    fn set_timeout(&self, timeout: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.c.set_timeout(group_timeout(Some(timeout))?);
+        Ok(())
+    }
+    #[getter]
+    fn is_destroyed(&self) -> bool {
+        self.c.is_destroyed()
+    }
+    #[getter]
+    fn is_aborted(&self) -> bool {
+        self.c.is_aborted()
+    }
+    /// Leaves the group (waiting peers get RankFailedError).
+    fn destroy(&self) {
+        self.c.destroy()
+    }
+    /// The progress board: `(rank, seq, collective, phase, state, pid, heartbeat_ms)` rows.
+    fn board(&self) -> Vec<(u32, u64, String, u64, u32, u32, u64)> {
+        self.c.board_rows()
+    }
+
+    /// Queues a collective on `stream` (None: the current stream); returns its sequence
+    /// number and the stream's task count including it (the target of [`_wait_task`]). `count` is HCCL's (see `OpDesc`); `root` the root or peer rank.
+    #[pyo3(signature = (kind, send, recv, count, dtype, op=None, root=None, stream=None, timeout=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        send: Option<&Bound<'_, PyAny>>,
+        recv: Option<&Bound<'_, PyAny>>,
+        count: &Bound<'_, PyAny>,
+        dtype: &Bound<'_, PyAny>,
+        op: Option<&Bound<'_, PyAny>>,
+        root: Option<&Bound<'_, PyAny>>,
+        stream: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(u64, u64)> {
+        let kind = CollKind::from_name(kind).ok_or_else(|| value_error(format!("unknown collective {kind:?}")))?;
+        let small = |o: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<u32> {
+            match o {
+                Some(o) if !o.is_none() => Ok(int_arg(o, what, 0, u32::MAX as i64)? as u32),
+                _ => Ok(0),
+            }
+        };
+        let opv = small(op, "op")?;
+        let desc = OpDesc {
+            kind,
+            dtype: dtype_of(dtype)?,
+            op: ReduceOp::from_u32(opv).ok_or_else(|| value_error(format!("unknown reduce op {opv}")))?,
+            count: int_arg(count, "count", 0, i64::MAX)? as u64,
+            root: small(root, "root")?,
+        };
+        let timeout = timeout_arg(timeout)?;
+        let s = stream_or_current(stream)?;
+        let side = |o: Option<&Bound<'_, PyAny>>, what| o.filter(|o| !o.is_none()).map(|o| region(o, what)).transpose();
+        let (send, recv) = (side(send, "send")?, side(recv, "recv")?);
+        for (_, a) in send.iter().chain(recv.iter()) {
+            if let Some(a) = a {
+                a.prepare_on(&s).py_err()?;
+            }
+        }
+        let out = recv.as_ref().and_then(|r| r.1.clone());
+        let (seq, r) = coll::enqueue(&self.c, &s, desc, send.map(|r| r.0), recv.map(|r| r.0), timeout).py_err()?;
+        submit(py, &s, Ok(r))?;
+        if let Some(a) = out {
+            a.mark_written(&s);
+        }
+        Ok((seq, s.submitted_count()))
+    }
+}
+
+/// Rank `rank` of the process-local group `name` (`init_process_group("local")`).
+#[pyfunction]
+#[pyo3(signature = (name, rank, world, timeout=None))]
+fn _comm_local(
+    name: &str,
+    rank: &Bound<'_, PyAny>,
+    world: &Bound<'_, PyAny>,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyComm> {
+    let rank = int_arg(rank, "rank", 0, u32::MAX as i64)? as u32;
+    let world = int_arg(world, "world_size", 1, u32::MAX as i64)? as u32;
+    let c = coll::local::join(name, rank, world, group_timeout(timeout)?).map_err(coll_err)?;
+    Ok(PyComm { c })
+}
+
+/// Forgets a local group name whose ranks never all joined.
+#[pyfunction]
+fn _comm_local_forget(name: &str) {
+    coll::local::forget(name)
+}
+
+/// Every rank of a new local group (`HcclCommInitAll`).
+#[pyfunction]
+#[pyo3(signature = (world, timeout=None))]
+fn _comm_init_all(world: &Bound<'_, PyAny>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyComm>> {
+    let world = int_arg(world, "ndev", 1, u32::MAX as i64)? as u32;
+    let cs = coll::local::init_all(world, group_timeout(timeout)?).map_err(coll_err)?;
+    Ok(cs.into_iter().map(|c| PyComm { c }).collect())
+}
+
+fn memory_of(device: Option<&Bound<'_, PyAny>>) -> PyResult<std::sync::Arc<npurt_core::memory::DeviceMemory>> {
+    match device {
+        Some(d) if !d.is_none() => alloc::device_memory(device_id(d)?).py_err(),
+        _ => alloc::current_memory().py_err(),
+    }
+}
+
+/// Rank 0 of a new `shm` group: `(comm, key)`; `pids` is the import whitelist (None: this user).
+#[pyfunction]
+#[pyo3(signature = (world, device=None, slot_bytes=None, pids=None, timeout=None))]
+fn _comm_shm_create(
+    py: Python<'_>,
+    world: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    slot_bytes: Option<usize>,
+    pids: Option<Vec<i64>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(PyComm, String)> {
+    let world = int_arg(world, "world_size", 1, u32::MAX as i64)? as u32;
+    let (mem, t) = (memory_of(device)?, group_timeout(timeout)?);
+    let (c, key) = py
+        .detach(|| coll::shm::create(&mem, world, slot_bytes, pids.as_deref(), t))
+        .py_err()?;
+    Ok((PyComm { c }, key))
+}
+
+/// Rank `rank` of the `shm` group whose segment is `key`.
+#[pyfunction]
+#[pyo3(signature = (key, rank, world, device=None, timeout=None))]
+fn _comm_shm_join(
+    py: Python<'_>,
+    key: &Bound<'_, PyAny>,
+    rank: &Bound<'_, PyAny>,
+    world: &Bound<'_, PyAny>,
+    device: Option<&Bound<'_, PyAny>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyComm> {
+    let key = str_arg(key, "key")?;
+    let rank = int_arg(rank, "rank", 0, u32::MAX as i64)? as u32;
+    let world = int_arg(world, "world_size", 1, u32::MAX as i64)? as u32;
+    let (mem, t) = (memory_of(device)?, group_timeout(timeout)?);
+    let c = py.detach(|| coll::shm::join(&key, &mem, rank, world, t)).py_err()?;
+    Ok(PyComm { c })
+}
+
+/// The exception for a collective failure, with the engine's wording: `kind` is
+/// `timeout`, `desync`, `rank_failed`, `param` or `internal`; `ranks` the missing ranks
+/// (timeout) or the failed rank; `detail` the timeout in seconds (timeout) or the text.
+#[pyfunction]
+#[pyo3(signature = (kind, op, seq, ranks, detail="", rank=0))]
+fn _collective_error(kind: &str, op: &str, seq: u64, ranks: Vec<u32>, detail: &str, rank: u32) -> PyResult<Py<PyAny>> {
+    let e = CollectiveError::from_parts(kind, op, seq, rank, &ranks, detail)
+        .ok_or_else(|| value_error(format!("unknown collective error kind {kind:?}")))?;
+    Python::attach(|py| Ok(coll_err(e).into_value(py).into_any()))
+}
+
+/// `{name: code}` of HCCL's result codes.
+#[pyfunction]
+fn _hccl_result_codes(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for c in HcclResult::ALL {
+        d.set_item(c.name, c.code)?;
+    }
+    Ok(d)
+}
+
+/// Waits (without the GIL) until `stream` completed `target` tasks or `timeout` passes;
+/// raises the stream's sticky error (a failed collective's). True when done.
+#[pyfunction]
+#[pyo3(signature = (stream, target, timeout=None))]
+fn _wait_task(
+    py: Python<'_>,
+    stream: &Bound<'_, PyAny>,
+    target: u64,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<bool> {
+    let s = stream_or_current(Some(stream))?;
+    let t = timeout_arg(timeout)?;
+    py.detach(|| s.wait_completed(target, t)).py_err()
+}
+
+/// Whether process `pid` is gone (or a zombie).
+#[pyfunction]
+fn _pid_dead(pid: u32) -> bool {
+    coll::pid_dead(pid)
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyComm>()?;
+    m.add_function(wrap_pyfunction!(_comm_local, m)?)?;
+    m.add_function(wrap_pyfunction!(_comm_local_forget, m)?)?;
+    m.add_function(wrap_pyfunction!(_comm_init_all, m)?)?;
+    m.add_function(wrap_pyfunction!(_comm_shm_create, m)?)?;
+    m.add_function(wrap_pyfunction!(_comm_shm_join, m)?)?;
+    m.add_function(wrap_pyfunction!(_collective_error, m)?)?;
+    m.add_function(wrap_pyfunction!(_hccl_result_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(_pid_dead, m)?)?;
+    m.add_function(wrap_pyfunction!(_wait_task, m)?)?;
+    Ok(())
+}

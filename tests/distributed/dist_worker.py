@@ -1,0 +1,127 @@
+"""One rank of an ``shm`` test group, started by the tests with ``subprocess``.
+
+Usage: ``python dist_worker.py SCENARIO`` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+(and SLOW_RANK / TIMEOUT where the scenario needs them) in the environment. Prints one JSON
+line: ``{"ok": ...}`` or ``{"err": class name, "msg": message, "code": code}``.
+
+Scenarios: ``matrix`` (every collective, checked against numpy), ``sleep`` (SLOW_RANK
+sleeps past the deadline before its all_reduce), ``exit`` (SLOW_RANK exits without
+calling), ``hold`` (SLOW_RANK prints ``ready`` and waits to be SIGKILLed), ``desync``
+(SLOW_RANK calls broadcast instead of all_reduce), ``bits`` (a float32 all_reduce: the
+result's bytes as hex), ``hccl`` (HcclGetRootInfo through a file, HcclCommInitRootInfo,
+HcclAllReduce), ``chunks`` (collectives larger than a slot).
+"""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import npurt  # noqa: E402
+import npurt.distributed as dist  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def main(scenario: str) -> object:
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    slow = int(os.environ.get("SLOW_RANK", "-1"))
+    timeout = float(os.environ.get("TIMEOUT", "60"))
+    if scenario == "hccl":
+        return hccl(rank, world)
+    dist.init_process_group("shm", timeout=timeout)
+    assert dist.get_rank() == rank and dist.get_world_size() == world and dist.get_backend() == "shm"
+    if scenario == "matrix":
+        from matrix import run_matrix
+
+        return run_matrix(rank, world)
+    if scenario == "chunks":
+        n = 3000  # with NPURT_SHM_SLOT_BYTES=4096: many pieces
+        x = np.arange(n, dtype=np.float32) * (rank + 1)
+        t = npurt.to_device(x)
+        dist.all_reduce(t)
+        o = npurt.empty((n * world,), "float32")
+        dist.all_gather_into_tensor(o, npurt.to_device(x))
+        big = npurt.to_device(np.arange(n * world, dtype=np.float32) + rank)
+        rs = npurt.empty((n,), "float32")
+        dist.reduce_scatter_tensor(rs, big)
+        a2a = npurt.empty((n * world,), "float32")
+        dist.all_to_all_single(a2a, big)
+        tot = sum(range(1, world + 1))
+        ok = np.array_equal(t.to_host(), np.arange(n, dtype=np.float32) * tot)
+        ok &= np.array_equal(o.to_host(), np.concatenate([np.arange(n, dtype=np.float32) * (r + 1) for r in range(world)]))
+        base = np.arange(n * world, dtype=np.float32)[rank * n:(rank + 1) * n]
+        ok &= np.array_equal(rs.to_host(), sum(base + r for r in range(world)).astype(np.float32))
+        ok &= np.array_equal(a2a.to_host(), np.concatenate([base + r for r in range(world)]))
+        if world > 1:
+            p = npurt.to_device(x)
+            if rank == 0:
+                dist.send(p, dst=1)
+            elif rank == 1:
+                dist.recv(p, src=0)
+                ok &= np.array_equal(p.to_host(), np.arange(n, dtype=np.float32))
+        dist.barrier()
+        return bool(ok)
+    if scenario == "bits":
+        x = np.random.default_rng(rank).uniform(-1e4, 1e4, 4096).astype(np.float32)
+        t = npurt.to_device(x)
+        dist.all_reduce(t)
+        return t.to_host().tobytes().hex()
+    t = npurt.to_device(np.ones(8, np.float32))
+    if rank == slow:
+        if scenario == "sleep":
+            time.sleep(timeout + 1.5)
+        elif scenario == "exit":
+            os._exit(3)
+        elif scenario == "hold":
+            print(json.dumps({"ready": os.getpid()}), flush=True)
+            time.sleep(120)
+        elif scenario == "desync":
+            dist.broadcast(t, src=0)
+            t.to_host()
+            return "desync rank returned"
+    dist.all_reduce(t)
+    return t.to_host().tolist()
+
+
+def hccl(rank: int, world: int) -> object:
+    from npurt import hccl as h
+
+    path = os.environ["ROOT_INFO_FILE"]
+    if rank == 0:
+        info, ret = h.HcclGetRootInfo()
+        assert ret == h.HCCL_SUCCESS and len(info) == h.HCCL_ROOT_INFO_BYTES
+        with open(path + ".tmp", "wb") as f:
+            f.write(info)
+        os.replace(path + ".tmp", path)
+    else:
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        with open(path, "rb") as f:
+            info = f.read()
+    comm, ret = h.HcclCommInitRootInfo(world, info, rank)
+    assert ret == h.HCCL_SUCCESS, h.get_last_error_message()
+    size, _ = h.HcclGetRankSize(comm)
+    rid, _ = h.HcclGetRankId(comm)
+    s = npurt.Stream()
+    x = npurt.to_device(np.full(5, rank + 1, np.float64).view(np.float32))  # float64 bits in a float32 array
+    y = npurt.empty((10,), "float32")
+    ret = h.HcclAllReduce(x, y, 5, h.HCCL_DATA_TYPE_FP64, h.HCCL_REDUCE_SUM, comm, s)
+    assert ret == h.HCCL_SUCCESS, h.get_last_error_message()
+    ret = h.HcclBarrier(comm, s)
+    s.synchronize()
+    out = y.to_host().view(np.float64).tolist()
+    bad = h.HcclAllReduce(x, y, 50, h.HCCL_DATA_TYPE_FP64, h.HCCL_REDUCE_SUM, comm, s)
+    msg = h.get_last_error_message()
+    h.HcclCommDestroy(comm)
+    return {"size": size, "rank": rid, "sum": out, "bad": int(bad), "msg": msg}
+
+
+if __name__ == "__main__":
+    try:
+        out = {"ok": main(sys.argv[1])}
+    except npurt.Error as e:
+        out = {"err": type(e).__name__, "msg": e.message, "code": e.code}
+    print(json.dumps(out), flush=True)
+    os._exit(0)  # do not wait for the group at exit

@@ -1,0 +1,107 @@
+"""The collective × op × dtype matrix one rank runs, checked against numpy (each rank
+rebuilds every rank's inputs from the seed, so it checks its own results).
+
+The reference follows npurt's documented order: element i is reduced over the ranks in
+rank order; float16/bfloat16 accumulate in float32 and round once; integers wrap; AVG is
+the sum divided by the world size (integers truncate). So floats compare bitwise.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import List
+
+import npurt
+import npurt.distributed as dist
+import numpy as np
+
+OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PROD, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.AVG]
+DTYPES = ["float32", "float16", "int32", "int64", "int8", "uint8"]
+N = 6  # elements per rank chunk (small: 2 cores)
+
+
+def data(rank: int, n: int, dtype: str, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed * 1000 + rank)
+    if dtype.startswith("float"):
+        return rng.uniform(-2, 2, n).astype(dtype)
+    lo = 0 if dtype.startswith("uint") else -5
+    return rng.integers(lo, 6, n).astype(dtype)
+
+
+def reference(xs: List[np.ndarray], op: int) -> np.ndarray:
+    dt = xs[0].dtype
+    acc_t = np.float32 if dt == np.float16 else dt.type
+    f = {0: np.add, 1: np.multiply, 2: np.maximum, 3: np.minimum, 4: np.add}[int(op)]
+    with np.errstate(over="ignore"):
+        acc = functools.reduce(lambda a, b: f(a, b.astype(acc_t)), xs[1:], xs[0].astype(acc_t))
+        if int(op) == 4:
+            n = len(xs)
+            if np.issubdtype(acc_t, np.floating):
+                acc = (acc / acc_t(n)).astype(acc_t)
+            else:
+                acc = (np.sign(acc) * (np.abs(acc) // n)).astype(acc_t)
+    return acc.astype(dt)
+
+
+def check(name: str, got, want, failures: List[str]) -> None:
+    g = np.asarray(got)
+    if g.shape != want.shape or not np.array_equal(g.view(np.uint8), np.ascontiguousarray(want).view(np.uint8)):
+        failures.append(f"{name}: got {g.tolist()} want {want.tolist()}")
+
+
+def run_matrix(rank: int, world: int, dtypes=DTYPES, ops=OPS, seed: int = 0) -> List[str]:
+    """Runs every collective; returns the failures (empty: all matched numpy)."""
+    fails: List[str] = []
+    last = world - 1
+    for dt in dtypes:
+        xs = [data(r, N, dt, seed) for r in range(world)]
+        bigs = [data(r + 100, N * world, dt, seed) for r in range(world)]
+        dev = dist.group_of(None).device
+        for op in ops:
+            t = npurt.to_device(xs[rank], device=dev)
+            dist.all_reduce(t, op=op)
+            check(f"all_reduce {dt} {op.name}", t, reference(xs, op), fails)
+            t = npurt.to_device(xs[rank], device=dev)
+            dist.reduce(t, dst=last, op=op)
+            if rank == last:
+                check(f"reduce {dt} {op.name}", t, reference(xs, op), fails)
+            o = npurt.empty((N,), dt, device=dev)
+            dist.reduce_scatter_tensor(o, npurt.to_device(bigs[rank], device=dev), op=op)
+            want = reference([b[rank * N:(rank + 1) * N] for b in bigs], op)
+            check(f"reduce_scatter_tensor {dt} {op.name}", o, want, fails)
+        t = npurt.to_device(xs[rank], device=dev)
+        dist.broadcast(t, src=last)
+        check(f"broadcast {dt}", t, xs[last], fails)
+        o = npurt.empty((N * world,), dt, device=dev)
+        dist.all_gather_into_tensor(o, npurt.to_device(xs[rank], device=dev))
+        check(f"all_gather_into_tensor {dt}", o, np.concatenate(xs), fails)
+        outs = [npurt.empty((N,), dt, device=dev) for _ in range(world)]
+        dist.all_gather(outs, npurt.to_device(xs[rank], device=dev))
+        for j in range(world):
+            check(f"all_gather[{j}] {dt}", outs[j], xs[j], fails)
+        o = npurt.empty((N * world,), dt, device=dev)
+        dist.all_to_all_single(o, npurt.to_device(bigs[rank], device=dev))
+        check(f"all_to_all_single {dt}", o, np.concatenate([b[rank * N:(rank + 1) * N] for b in bigs]), fails)
+        ins = [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev) for j in range(world)]
+        outs = [npurt.empty((N,), dt, device=dev) for _ in range(world)]
+        dist.all_to_all(outs, ins)
+        for j in range(world):
+            check(f"all_to_all[{j}] {dt}", outs[j], bigs[j][rank * N:(rank + 1) * N], fails)
+        o = npurt.empty((N,), dt, device=dev)
+        dist.reduce_scatter(o, [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev) for j in range(world)])
+        check(f"reduce_scatter {dt}", o, reference([b[rank * N:(rank + 1) * N] for b in bigs], dist.ReduceOp.SUM), fails)
+        peer = rank ^ 1
+        if peer < world:
+            t = npurt.to_device(xs[rank], device=dev)
+            if rank % 2 == 0:
+                dist.send(t, dst=peer)
+                dist.recv(t, src=peer)
+            else:
+                r = npurt.empty((N,), dt, device=dev)
+                dist.recv(r, src=peer)
+                dist.send(t, dst=peer)
+                check(f"recv {dt}", r, xs[peer], fails)
+            if rank % 2 == 0:
+                check(f"send/recv {dt}", t, xs[peer], fails)
+    dist.barrier()
+    return fails

@@ -1,0 +1,91 @@
+"""Hangs become errors (local backend, threads): a rank past the deadline, a rank calling
+another collective, a rank that leaves. Every other rank raises the named error; the
+checks are on the type and the message, not on timing."""
+
+import threading
+
+import npurt
+import npurt.distributed as dist
+import numpy as np
+from test_local import run_ranks
+
+
+def test_a_sleeping_rank_times_out_by_name():
+    gate = threading.Event()
+
+    def fn(r):
+        t = npurt.to_device(np.ones(16, np.float32), device=r % 2)
+        if r == 2:
+            gate.wait(30)  # arrive only after the others failed
+        try:
+            dist.all_reduce(t, timeout=0.3)
+            t.to_host()
+            return None
+        finally:
+            if r != 2:
+                gate.set()
+
+    out = run_ranks(3, fn)
+    for r in (0, 1):
+        e = out[r]
+        assert isinstance(e, npurt.CollectiveTimeoutError) and isinstance(e, TimeoutError), repr(e)
+        assert "all_reduce(float32 x 16, sum) (collective #0)" in e.message and "rank(s) 2 never arrived" in e.message
+        assert e.code == 9 and e.name == "HCCL_E_TIMEOUT"
+    assert isinstance(out[2], npurt.CollectiveTimeoutError), repr(out[2])
+
+
+def test_desync_names_both_calls():
+    def fn(r):
+        t = npurt.to_device(np.ones(4, np.float32), device=r % 2)
+        if r == 1:
+            dist.broadcast(t, src=0)
+        else:
+            dist.all_reduce(t)
+        t.to_host()
+
+    out = run_ranks(3, fn)
+    for e in out:
+        assert isinstance(e, npurt.CollectiveDesyncError), repr(e)
+        assert "collective desync at #0" in e.message
+        assert "ranks 0, 2 called all_reduce(float32 x 4, sum)" in e.message
+        assert "rank 1 called broadcast(float32 x 4, root 0)" in e.message
+
+
+def test_a_rank_that_leaves_fails_the_others_and_later_calls_fail_fast():
+    def fn(r):
+        t = npurt.to_device(np.ones(4, np.float32), device=r % 2)
+        if r == 1:
+            return "left"
+        try:
+            dist.all_reduce(t)
+            t.to_host()
+        except npurt.RankFailedError as e:
+            first = e
+        dist.all_reduce(t)  # the group is aborted: fails at once
+        try:
+            t.to_host()
+        except npurt.RankFailedError as e:
+            return (first.message, e.message, e.code)
+
+    out = run_ranks(2, fn)
+    first, later, code = out[0]
+    assert "rank 1 left the group" in first and code == 21
+    assert "collective #1" in later and "aborted at collective #0" in later
+
+
+def test_barrier_timeout_blocks_the_host_and_raises():
+    gate = threading.Event()
+
+    def fn(r):
+        if r == 0:
+            try:
+                dist.barrier(timeout=0.2)
+            except npurt.CollectiveTimeoutError as e:
+                return ("timeout", "barrier" in e.message and "rank(s) 1 never arrived" in e.message)
+            finally:
+                gate.set()
+        gate.wait(30)
+        return "late"
+
+    out = run_ranks(2, fn)
+    assert out[0] == ("timeout", True)

@@ -1,0 +1,113 @@
+"""npurt.distributed on the "local" backend: one thread per rank, ranks on virtual
+devices 0 and 1 (rank % 2), every collective × op × dtype against numpy."""
+
+import threading
+import uuid
+
+import npurt
+import npurt.distributed as dist
+import numpy as np
+import pytest
+from matrix import DTYPES, OPS, run_matrix
+
+
+def run_ranks(world, fn, timeout=30.0, devices=2):
+    """Runs ``fn(rank)`` on one thread per rank inside a fresh local group; returns the
+    results (exceptions are returned, not raised)."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    out = [None] * world
+
+    def body(r):
+        try:
+            dist.init_process_group("local", rank=r, world_size=world, device=r % devices, group_name=name, timeout=timeout)
+            try:
+                out[r] = fn(r)
+            finally:
+                dist.destroy_process_group()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            out[r] = e
+
+    ts = [threading.Thread(target=body, args=(r,)) for r in range(world)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not any(t.is_alive() for t in ts), "a rank hung"
+    return out
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_matrix(world):
+    out = run_ranks(world, lambda r: run_matrix(r, world))
+    for r, fails in enumerate(out):
+        assert fails == [], f"rank {r}: {fails}"
+
+
+def test_matrix_spot_check_8():
+    out = run_ranks(8, lambda r: run_matrix(r, 8, dtypes=["float32", "int8"], ops=[OPS[0], OPS[2]]))
+    for r, fails in enumerate(out):
+        assert fails == [], f"rank {r}: {fails}"
+
+
+def test_async_work_and_group_state():
+    def fn(r):
+        assert dist.is_initialized() and dist.get_rank() == r and dist.get_world_size() == 2
+        assert dist.get_backend() == "local"
+        t = npurt.to_device(np.full(1000, r + 1.0, np.float32), device=r)
+        w = dist.all_reduce(t, async_op=True)
+        assert w.wait(timeout=30) is True and w.is_completed() and w.exception() is None
+        sub = dist.new_group([1])
+        if r == 1:
+            u = npurt.to_device(np.ones(3, np.float32), device=r)
+            dist.all_reduce(u, group=sub)
+            assert dist.get_rank(sub) == 0 and dist.get_world_size(sub) == 1
+        else:
+            assert sub is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(sub) == -1
+        return float(t.to_host()[0])
+
+    assert run_ranks(2, fn) == [3.0, 3.0]
+
+
+def test_bitwise_deterministic_across_runs_and_ranks():
+    def fn(r):
+        x = np.random.default_rng(r).uniform(-1e4, 1e4, 5000).astype(np.float32)
+        t = npurt.to_device(x, device=r % 2)
+        dist.all_reduce(t)
+        return t.to_host().tobytes()
+
+    a, b = run_ranks(4, fn), run_ranks(4, fn)
+    assert all(x == a[0] for x in a) and a == b
+    # the documented order: ((x0 + x1) + x2) + x3 in float32
+    xs = [np.random.default_rng(r).uniform(-1e4, 1e4, 5000).astype(np.float32) for r in range(4)]
+    assert a[0] == (((xs[0] + xs[1]) + xs[2]) + xs[3]).tobytes()
+
+
+def test_bad_arguments_are_typed():
+    def fn(r):
+        errs = []
+        t = npurt.to_device(np.ones((4, 4), np.float32), device=r)
+        for call in (
+            lambda: dist.all_reduce(np.ones(3)),
+            lambda: dist.all_reduce(t[:, ::2]),
+            lambda: dist.broadcast(t, src=5),
+            lambda: dist.all_gather_into_tensor(npurt.empty((3,), "float32", device=r), t),
+            lambda: dist.all_gather([t], t),
+        ):
+            try:
+                call()
+                errs.append(None)
+            except npurt.Error as e:
+                errs.append(type(e).__name__)
+        dist.barrier()
+        return errs
+
+    for errs in run_ranks(2, fn):
+        assert errs == ["InvalidTypeError", "InvalidValueError", "CollectiveError", "CollectiveError", "CollectiveError"]
+
+
+def test_not_initialized_and_double_init():
+    with pytest.raises(npurt.CollectiveError, match="not initialized"):
+        dist.all_reduce(npurt.zeros(2))
+    with pytest.raises(npurt.CollectiveError, match="rank 3 / world_size 2"):
+        dist.init_process_group("local", rank=3, world_size=2)
+    assert DTYPES and not dist.is_initialized()

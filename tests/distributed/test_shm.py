@@ -1,0 +1,103 @@
+"""npurt.distributed on the "shm" backend with real processes (subprocess): the matrix
+against numpy, pieces larger than a slot, determinism across processes, and hangs turned
+into errors (a rank past the deadline, a rank that exits, a SIGKILLed rank, a desync),
+plus npurt.hccl's root-info bootstrap."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+WORKER = os.path.join(os.path.dirname(__file__), "dist_worker.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(scenario, world, **env):
+    port = free_port()
+    procs = []
+    for r in range(world):
+        e = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        e.update({k: str(v) for k, v in env.items()})
+        procs.append(subprocess.Popen([sys.executable, WORKER, scenario], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def results(procs, timeout=120):
+    out = []
+    for p in procs:
+        try:
+            so, se = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError("a rank hung") from None
+        lines = [ln for ln in so.splitlines() if ln.startswith("{")]
+        out.append(json.loads(lines[-1]) if lines else {"exit": p.returncode, "stderr": se[-2000:]})
+    return out
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_matrix(world):
+    for r, res in enumerate(results(launch("matrix", world))):
+        assert res.get("ok") == [], f"rank {r}: {res}"
+
+
+def test_spot_check_8_ranks_and_many_pieces():
+    for r, res in enumerate(results(launch("chunks", 8, NPURT_SHM_SLOT_BYTES=4096))):
+        assert res.get("ok") is True, f"rank {r}: {res}"
+
+
+def test_bitwise_identical_across_processes_and_runs():
+    a = [r["ok"] for r in results(launch("bits", 3))]
+    b = [r["ok"] for r in results(launch("bits", 3))]
+    assert all(x == a[0] for x in a) and a == b
+
+
+def test_rank_sleeping_past_the_deadline():
+    out = results(launch("sleep", 3, SLOW_RANK=1, TIMEOUT=1.0))
+    for r in (0, 2):
+        assert out[r]["err"] == "CollectiveTimeoutError", out[r]
+        assert "rank(s) 1 never arrived" in out[r]["msg"] and "collective #0" in out[r]["msg"]
+        assert out[r]["code"] == 9
+    assert out[1]["err"] == "CollectiveTimeoutError", out[1]
+
+
+def test_rank_that_exits():
+    out = results(launch("exit", 3, SLOW_RANK=2))
+    for r in (0, 1):
+        assert out[r]["err"] == "RankFailedError", out[r]
+        assert "rank 2 died (pid" in out[r]["msg"] and out[r]["code"] == 21
+
+
+def test_sigkilled_rank():
+    procs = launch("hold", 2, SLOW_RANK=1)
+    line = procs[1].stdout.readline()
+    assert "ready" in line, line
+    os.kill(procs[1].pid, signal.SIGKILL)
+    out = results(procs[:1])
+    procs[1].wait()
+    assert out[0]["err"] == "RankFailedError" and "rank 1 died" in out[0]["msg"], out[0]
+
+
+def test_desync_across_processes():
+    out = results(launch("desync", 2, SLOW_RANK=1))
+    for res in out:
+        assert res["err"] == "CollectiveDesyncError", res
+        assert "rank 0 called all_reduce(float32 x 8, sum)" in res["msg"] and "rank 1 called broadcast" in res["msg"]
+
+
+def test_hccl_root_info_bootstrap(tmp_path):
+    out = results(launch("hccl", 3, ROOT_INFO_FILE=tmp_path / "root.bin"))
+    for r, res in enumerate(out):
+        ok = res.get("ok")
+        assert ok and ok["size"] == 3 and ok["rank"] == r and ok["sum"] == [6.0] * 5, res
+        assert ok["bad"] == 1 and "needed" in ok["msg"]
