@@ -184,20 +184,21 @@ class DeviceArray:
 
     def to(self, device: Any, stream: Any = None) -> "DeviceArray":
         """This array on ``device`` (an id, ``"npu:N"`` or an npurt.Device): itself if it is
-        there already, else a peer copy on ``stream``'s copy engine (default: the source
-        device's current stream), after the array's pending writes; the new array's last
-        writer is that stream, so reading it waits for the copy."""
-        if isinstance(device, str):
-            dev = int(device.rsplit(":", 1)[-1]) if ":" in device else 0
-        else:
-            dev = int(device)
+        there already, else a peer copy (device memory to device memory, no host staging)
+        after the array's pending writes. For now the copy runs on the calling thread
+        (GIL released) and is done when ``to`` returns; ``stream`` orders a non-contiguous
+        source's gather."""
+        from ..device import Device
+        from ..memory import memcpy
+
+        if isinstance(device, str) and device.startswith("npu"):
+            device = device.partition(":")[2] or 0
+        dev = Device(int(device) if isinstance(device, str) and device.isdigit() else device).id
         if dev == self.device:
             return self
         src = self if self.is_contiguous else self.copy(stream=stream)
         out = empty(self.shape, self._a.dtype, device=dev)
-        from ..memory import memcpy_async
-
-        memcpy_async(out, src, _stream_for(stream, self.device))
+        memcpy(out, src)
         return out
 
     def astype(self, dtype: Any, stream: Any = None) -> "DeviceArray":
