@@ -16,19 +16,29 @@ import npurt.distributed as dist
 import numpy as np
 
 OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PROD, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.AVG]
-DTYPES = ["float32", "float16", "int32", "int64", "int8", "uint8"]
+DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
 N = 6  # elements per rank chunk (small: 2 cores)
 
 
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (round to nearest even), as float32."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)) << np.uint32(16)
+    return r.astype(np.uint32).view(np.float32)
+
+
 def data(rank: int, n: int, dtype: str, seed: int = 0) -> np.ndarray:
+    """Rank ``rank``'s input (bfloat16: float32 values that bfloat16 holds exactly)."""
     rng = np.random.default_rng(seed * 1000 + rank)
+    if dtype == "bfloat16":
+        return bf16_round(rng.uniform(-2, 2, n).astype(np.float32))
     if dtype.startswith("float"):
         return rng.uniform(-2, 2, n).astype(dtype)
     lo = 0 if dtype.startswith("uint") else -5
     return rng.integers(lo, 6, n).astype(dtype)
 
 
-def reference(xs: List[np.ndarray], op: int) -> np.ndarray:
+def reference(xs: List[np.ndarray], op: int, bf16: bool = False) -> np.ndarray:
     dt = xs[0].dtype
     acc_t = np.float32 if dt == np.float16 else dt.type
     f = {0: np.add, 1: np.multiply, 2: np.maximum, 3: np.minimum, 4: np.add}[int(op)]
@@ -40,7 +50,7 @@ def reference(xs: List[np.ndarray], op: int) -> np.ndarray:
                 acc = (acc / acc_t(n)).astype(acc_t)
             else:
                 acc = (np.sign(acc) * (np.abs(acc) // n)).astype(acc_t)
-    return acc.astype(dt)
+    return bf16_round(acc) if bf16 else acc.astype(dt)
 
 
 def check(name: str, got, want, failures: List[str]) -> None:
@@ -54,45 +64,46 @@ def run_matrix(rank: int, world: int, dtypes=DTYPES, ops=OPS, seed: int = 0) -> 
     fails: List[str] = []
     last = world - 1
     for dt in dtypes:
+        bf = dt == "bfloat16"
         xs = [data(r, N, dt, seed) for r in range(world)]
         bigs = [data(r + 100, N * world, dt, seed) for r in range(world)]
         dev = dist.group_of(None).device
         for op in ops:
-            t = npurt.to_device(xs[rank], device=dev)
+            t = npurt.to_device(xs[rank], device=dev, dtype=dt)
             dist.all_reduce(t, op=op)
-            check(f"all_reduce {dt} {op.name}", t, reference(xs, op), fails)
-            t = npurt.to_device(xs[rank], device=dev)
+            check(f"all_reduce {dt} {op.name}", t, reference(xs, op, bf), fails)
+            t = npurt.to_device(xs[rank], device=dev, dtype=dt)
             dist.reduce(t, dst=last, op=op)
             if rank == last:
-                check(f"reduce {dt} {op.name}", t, reference(xs, op), fails)
+                check(f"reduce {dt} {op.name}", t, reference(xs, op, bf), fails)
             o = npurt.empty((N,), dt, device=dev)
-            dist.reduce_scatter_tensor(o, npurt.to_device(bigs[rank], device=dev), op=op)
-            want = reference([b[rank * N:(rank + 1) * N] for b in bigs], op)
+            dist.reduce_scatter_tensor(o, npurt.to_device(bigs[rank], device=dev, dtype=dt), op=op)
+            want = reference([b[rank * N:(rank + 1) * N] for b in bigs], op, bf)
             check(f"reduce_scatter_tensor {dt} {op.name}", o, want, fails)
-        t = npurt.to_device(xs[rank], device=dev)
+        t = npurt.to_device(xs[rank], device=dev, dtype=dt)
         dist.broadcast(t, src=last)
         check(f"broadcast {dt}", t, xs[last], fails)
         o = npurt.empty((N * world,), dt, device=dev)
-        dist.all_gather_into_tensor(o, npurt.to_device(xs[rank], device=dev))
+        dist.all_gather_into_tensor(o, npurt.to_device(xs[rank], device=dev, dtype=dt))
         check(f"all_gather_into_tensor {dt}", o, np.concatenate(xs), fails)
         outs = [npurt.empty((N,), dt, device=dev) for _ in range(world)]
-        dist.all_gather(outs, npurt.to_device(xs[rank], device=dev))
+        dist.all_gather(outs, npurt.to_device(xs[rank], device=dev, dtype=dt))
         for j in range(world):
             check(f"all_gather[{j}] {dt}", outs[j], xs[j], fails)
         o = npurt.empty((N * world,), dt, device=dev)
-        dist.all_to_all_single(o, npurt.to_device(bigs[rank], device=dev))
+        dist.all_to_all_single(o, npurt.to_device(bigs[rank], device=dev, dtype=dt))
         check(f"all_to_all_single {dt}", o, np.concatenate([b[rank * N:(rank + 1) * N] for b in bigs]), fails)
-        ins = [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev) for j in range(world)]
+        ins = [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev, dtype=dt) for j in range(world)]
         outs = [npurt.empty((N,), dt, device=dev) for _ in range(world)]
         dist.all_to_all(outs, ins)
         for j in range(world):
             check(f"all_to_all[{j}] {dt}", outs[j], bigs[j][rank * N:(rank + 1) * N], fails)
         o = npurt.empty((N,), dt, device=dev)
-        dist.reduce_scatter(o, [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev) for j in range(world)])
-        check(f"reduce_scatter {dt}", o, reference([b[rank * N:(rank + 1) * N] for b in bigs], dist.ReduceOp.SUM), fails)
+        dist.reduce_scatter(o, [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev, dtype=dt) for j in range(world)])
+        check(f"reduce_scatter {dt}", o, reference([b[rank * N:(rank + 1) * N] for b in bigs], dist.ReduceOp.SUM, bf), fails)
         peer = rank ^ 1
         if peer < world:
-            t = npurt.to_device(xs[rank], device=dev)
+            t = npurt.to_device(xs[rank], device=dev, dtype=dt)
             if rank % 2 == 0:
                 dist.send(t, dst=peer)
                 dist.recv(t, src=peer)
