@@ -2,6 +2,9 @@
 another collective, a rank that leaves. Every other rank raises the named error; the
 checks are on the type and the message, not on timing."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import npurt
@@ -89,3 +92,32 @@ def test_barrier_timeout_blocks_the_host_and_raises():
 
     out = run_ranks(2, fn)
     assert out[0] == ("timeout", True)
+
+
+def test_hccl_exec_timeout_is_the_default_deadline():
+    # A fresh interpreter: the group default comes from HCCL_EXEC_TIMEOUT when no timeout= is given.
+    script = (
+        "import threading, numpy as np, npurt, npurt.distributed as dist\n"
+        "out = []\n"
+        "def rank(r):\n"
+        "    dist.init_process_group('local', rank=r, world_size=2, device=0, group_name='env')\n"
+        "    if r == 0:\n"
+        "        t = npurt.to_device(np.ones(2, np.float32))\n"
+        "        dist.all_reduce(t)\n"
+        "        try:\n"
+        "            t.to_host()\n"
+        "        except npurt.CollectiveTimeoutError as e:\n"
+        "            out.append(e.message)\n"
+        "        done.set()\n"
+        "    else:\n"
+        "        done.wait(60)\n"
+        "    dist.destroy_process_group()\n"
+        "done = threading.Event()\n"
+        "ts = [threading.Thread(target=rank, args=(r,)) for r in range(2)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "print(out[0])\n"
+    )
+    env = dict(os.environ, HCCL_EXEC_TIMEOUT="0.25")
+    p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "timed out after 0.250s" in p.stdout and "rank(s) 1 never arrived" in p.stdout, p.stdout
