@@ -111,3 +111,16 @@ def test_not_initialized_and_double_init():
     with pytest.raises(npurt.CollectiveError, match="rank 3 / world_size 2"):
         dist.init_process_group("local", rank=3, world_size=2)
     assert DTYPES and not dist.is_initialized()
+
+
+def test_progress_board_shows_each_rank():
+    def fn(r):
+        t = npurt.to_device(np.ones(4, np.float32), device=r)
+        dist.all_reduce(t)
+        t.to_host()
+        return dist.progress_board()
+
+    rows = run_ranks(2, fn)[0]
+    assert [row["rank"] for row in rows] == [0, 1]
+    assert all(row["collective"] == "all_reduce(float32 x 4, sum)" and row["seq"] == 0 for row in rows)
+    assert all(row["state"] in (1, 2) and row["pid"] > 0 for row in rows)  # 2: a rank already left

@@ -183,4 +183,13 @@ def barrier(group=None, async_op=False, timeout=None, device_ids: Optional[Seque
     return None
 
 
-__all__ += ["isend", "irecv"]
+def progress_board(group=None) -> List[dict]:
+    """The group's progress board (hang diagnosis): per rank the sequence number and
+    descriptor of the collective it last entered, its barrier phase, state (0 empty, 1
+    joined, 2 left), pid and last heartbeat (ms since the epoch). Empty for backends
+    without a board."""
+    keys = ("rank", "seq", "collective", "phase", "state", "pid", "heartbeat_ms")
+    return [dict(zip(keys, row, strict=True)) for row in group_of(group).backend.board()]
+
+
+__all__ += ["isend", "irecv", "progress_board"]
