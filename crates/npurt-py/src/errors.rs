@@ -9,7 +9,8 @@ use npurt_core::error::{DeviceError, IpcError, StreamError, TaskError};
 use npurt_core::{AclCode, Error, ErrorKind};
 use pyo3::exceptions::PyResourceWarning;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyModule, PyType};
 
 fn class_name(kind: ErrorKind) -> &'static str {
     match kind {
@@ -32,9 +33,16 @@ fn class_name(kind: ErrorKind) -> &'static str {
     }
 }
 
+/// `npurt.exceptions`, imported once: an error raised while the interpreter shuts down
+/// (a release in `__del__` at exit) still finds its class after `sys.modules` is cleared.
+fn exceptions(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static EXC: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    EXC.get_or_try_init(py, || py.import("npurt.exceptions").map(Bound::unbind))
+        .map(|m| m.bind(py))
+}
+
 fn raise(py: Python<'_>, class: &str, message: String, code: u32, name: &'static str) -> PyErr {
-    let cls = py
-        .import("npurt.exceptions")
+    let cls = exceptions(py)
         .and_then(|m| m.getattr(class))
         .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
     match cls {
@@ -149,8 +157,7 @@ pub(crate) fn typed(e: PyErr) -> PyErr {
         } else {
             return e;
         };
-        let npurt_error = py
-            .import("npurt.exceptions")
+        let npurt_error = exceptions(py)
             .and_then(|m| m.getattr("Error"))
             .is_ok_and(|c| e.get_type(py).is_subclass(&c).unwrap_or(false));
         if npurt_error {

@@ -18,6 +18,7 @@ from .. import _npurt
 from .. import memory as _mem
 from . import _state as S
 from . import constants as C
+from . import rt_dialect as _dialect
 
 __all__ = ["acl_malloc_size", "free", "free_host", "get_mem_info", "malloc", "malloc_align32", "malloc_host"]
 
@@ -56,9 +57,7 @@ def malloc(size: int, policy: int, pool: Optional[int] = None) -> Tuple[int, int
     n, p = S.ulong(size, fn), S.cint(policy, fn)
     if pool is None:
         return _malloc(n, p, True)
-    from .rt_dialect import pool_of
-
-    return _malloc(n, p, True, pool_of(pool, fn))
+    return _malloc(n, p, True, _dialect.pool_of(pool, fn))
 
 
 @S.api(0)
@@ -94,11 +93,9 @@ def free(dev_ptr: int) -> int:
     """``ret = acl.rt.free(dev_ptr)`` (``aclrtFree``). Stream-ordered: copies already queued
     that use the memory still see it. Unknown, interior or already freed pointers: 207002."""
     p = S.ulong(dev_ptr, "rt.free")
-    from .rt_dialect import check_unregistered, free_block
-
-    if free_block(p):  # a block of an acl.rt.register_mem range (tutorial dialect)
+    if _dialect.free_block(p):  # a block of an acl.rt.register_mem range (tutorial dialect)
         return C.ACL_SUCCESS
-    check_unregistered(p)
+    _dialect.check_unregistered(p)
     return _free(S.device_allocs, p, "free")
 
 
