@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` (demo + throughput-vs-streams benchmark) and
-# `make test` (cargo test + pytest; installs the `test` and `bench` extras so the baseline
-# tests run). Both install what they need with pip first.
+# `make test` (cargo test + pytest; installs the `test`, `bench` and `mpi` extras so the baseline
+# and mpirun tests run). Both install what they need with pip first.
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
 export PIP_DISABLE_PIP_VERSION_CHECK = 1
@@ -11,7 +11,7 @@ install:
 	$(PIP) install -q -e .
 
 install-test:
-	$(PIP) install -q -e '.[test,bench,lint]'
+	$(PIP) install -q -e '.[test,bench,lint,mpi]'
 
 run:
 	$(PIP) install -q -e '.[bench]'

@@ -1,0 +1,184 @@
+"""The ``mpi`` backend: collectives between processes (on one host or several) over mpi4py.
+
+Each collective is a host task on the group's communication stream (``stream``, which the
+public layer already made wait for the current stream's earlier work): when the stream
+reaches it, a runtime callback thread runs the MPI exchange on the arrays' own memory —
+npurt device memory is host memory, so MPI reads and writes the DeviceArrays in place, no
+staging — with a deadline (:mod:`._mpi_comm`), then the stream moves on. The receive
+array's last writer becomes the communication stream, so kernels that read it later wait
+for the collective. Waits poll ``MPI_Test`` and sleep with the GIL released.
+
+Reductions use MPI's own operations and order (``MPI_Iallreduce``...): results are what
+the MPI library computes (Open MPI's order depends on the algorithm it picks, so they are
+not promised bitwise equal to ``local`` / ``shm``); float16 and bfloat16 (which MPI cannot
+reduce) are gathered and folded in rank order here, as the native engine does.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, List, Optional, Tuple
+
+from . import _mpi_ops as ops
+from ._backend import Backend, Work, hccl_count
+from ._group import register_backend
+from ._mpi_comm import Call, MpiComm
+from ._mpi_errors import collective_error
+from ._mpi_load import load_mpi
+
+__all__ = ["MpiBackend", "MpiWork", "mpi_world", "select_hccl_backend"]
+
+DEFAULT_TIMEOUT_S = 1800.0  # HCCL_EXEC_TIMEOUT's default
+_POLL_S = 0.05  # how often a waiting work looks whether the stream dropped its task
+
+
+class MpiWork(Work):
+    """One queued MPI collective: done when its host task on the communication stream ran.
+
+    A failed collective raises in its task, so the stream keeps the error (reading the
+    arrays, ``synchronize`` raise it) and drops the tasks queued behind it: their works
+    then raise "cannot run: the communicator was aborted" instead of waiting forever."""
+
+    __slots__ = ("call", "comm", "done", "started", "error")
+
+    def __init__(self, call: Call, comm: MpiComm) -> None:
+        self.call, self.comm = call, comm
+        self.done = threading.Event()
+        self.started = False
+        self.error: Optional[BaseException] = None
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Blocks (GIL released) until the collective ran or ``timeout`` seconds passed
+        (False); raises the collective's error."""
+        until = None if timeout is None else time.monotonic() + float(timeout)
+        while not self.done.wait(_POLL_S if until is None else max(0.0, min(_POLL_S, until - time.monotonic()))):
+            failed = self.comm.failed
+            if failed is not None and not self.started:  # the stream dropped this task
+                self.error = self.comm.aborted_error(self.call, failed)
+                self.done.set()
+                break
+            if until is not None and time.monotonic() >= until:
+                return False
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def is_completed(self) -> bool:
+        return self.done.is_set() or (self.comm.failed is not None and not self.started)
+
+    def exception(self) -> Optional[BaseException]:
+        if self.done.is_set():
+            return self.error
+        failed = self.comm.failed
+        return self.comm.aborted_error(self.call, failed) if failed is not None and not self.started else None
+
+
+class MpiBackend(Backend):
+    """One rank of a group over MPI. ``ranks``: the group's MPI world ranks (None: all)."""
+
+    name = "mpi"
+
+    def __init__(self, ranks: Optional[List[int]] = None, timeout: Optional[float] = None) -> None:
+        self.comm = MpiComm(ranks)
+        self.rank, self.size = self.comm.rank, self.comm.size
+        self.timeout_s = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+        self._seq = 0
+        self._enqueue = threading.Lock()
+
+    def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
+        arr = send if send is not None else recv
+        dtype = arr.dtype_name if arr is not None else "uint8"
+        if dtype not in ops.DTYPES:
+            raise collective_error("param", kind, self._seq + 1, [], f"dtype {dtype} is not an HCCL data type", self.rank)
+        count = hccl_count(kind, send, recv, self.size)
+        if self.comm.failed is not None:
+            raise self.comm.aborted_error(None, self.comm.failed, kind)
+        p2p = kind in ("send", "recv")
+        with self._enqueue:  # collectives are numbered in enqueue order (= the stream's order)
+            if not p2p:
+                self._seq += 1
+            seq = self._seq
+        t = self.timeout_s if timeout_s is None else float(timeout_s)
+        peer = int(root) if p2p else -1
+        header_count = count * self.size if kind in ("reduce_scatter", "all_to_all") else count
+        call = Call(kind, seq, dtype, header_count, int(op), int(root), _bytes(send), _bytes(recv), peer, t)
+        work = MpiWork(call, self.comm)
+        keep = (send, recv)  # the arrays stay alive until the task ran
+
+        def task() -> None:
+            work.started = True
+            try:
+                self.comm.run(call)
+            except BaseException as e:
+                work.error = e
+                raise
+            finally:
+                work.done.set()
+                del call.send, call.recv
+                _ = keep
+
+        stream.launch_host_func(task)
+        if recv is not None:
+            recv._a._mark_written(stream)
+        return work
+
+    def shutdown(self) -> None:
+        self.comm.close()
+
+    def set_timeout(self, timeout_s: float) -> None:
+        self.timeout_s = float(timeout_s)
+
+
+def _bytes(arr: Any) -> Any:
+    return None if arr is None else ops.byte_view(arr)
+
+
+def mpi_world() -> tuple:
+    """``(rank, size)`` of this process in MPI's world (starts MPI on first use)."""
+    MPI = load_mpi()
+    return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+
+
+def _factory(rank: int, world_size: int, init_method: str, timeout_s: Optional[float], device: Any,
+             group_name: str) -> Tuple[MpiBackend, Callable[..., MpiBackend]]:
+    """``init_process_group(backend="mpi")``: one npurt rank per MPI process, ranks and world
+    size are MPI's (``rank`` / ``world_size``, when given, must match them)."""
+    r, n = mpi_world()
+    if world_size not in (-1, n) or rank not in (-1, r):
+        raise collective_error(
+            "param", "init_process_group", 0, [],
+            f"backend 'mpi' runs one rank per MPI process: this is MPI rank {r} of {n}, not rank {rank} of {world_size} "
+            "(start the ranks with mpirun -np N; npurt.distributed.mpirun_command builds the command)", r)
+    backend = MpiBackend(None, timeout_s)
+
+    def make(sub_rank: int, sub_size: int, name: str, timeout: Optional[float],
+             ranks: Optional[List[int]] = None) -> MpiBackend:
+        if ranks is None:
+            raise collective_error("param", "new_group", 0, [], "backend 'mpi' needs the members' ranks", r)
+        return MpiBackend(list(ranks), timeout if timeout is not None else timeout_s)
+
+    return backend, make
+
+
+def select_hccl_backend(world_size: int = -1) -> str:
+    """What backend ``hccl`` means here: ``shm`` when every rank is on this host, ``mpi``
+    across hosts. ``NPURT_HCCL_BACKEND`` (``shm`` / ``mpi``) decides if set; else under a
+    launcher the local world size says it (``LOCAL_WORLD_SIZE`` from torchrun,
+    ``OMPI_COMM_WORLD_LOCAL_SIZE`` from mpirun) against the world size; without one, all
+    ranks are local. Reads the environment only (MPI is not started)."""
+    forced = os.environ.get("NPURT_HCCL_BACKEND")
+    if forced in ("shm", "mpi"):
+        return forced
+    if world_size == -1:
+        w = os.environ.get("WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or ""
+        world_size = int(w) if w.isdigit() else -1
+    for var in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        v = os.environ.get(var, "")
+        if v.isdigit():
+            return "shm" if world_size in (-1, int(v)) else "mpi"
+    return "shm"
+
+
+register_backend("mpi", _factory)

@@ -1,0 +1,353 @@
+"""``MpiComm``: one npurt group over MPI communicators, run synchronously with a deadline.
+
+Every collective is two phases on two private duplicates of the group's communicator:
+
+1. **Header** (control communicator): each rank sends every other rank
+   ``(seq, kind, dtype, count, op, root)`` and receives theirs. Ranks whose header has not
+   come when the deadline passes are the ones that "never arrived"
+   (``CollectiveTimeoutError``); headers that differ are a desync
+   (``CollectiveDesyncError``, the same message on every rank: rank 0's call against the
+   first rank that differs).
+2. **Data** (data communicator): MPI's non-blocking collective (``Iallreduce``, ``Ibcast``...)
+   on the arrays' own memory, completed by a ``Test`` loop that checks the deadline.
+
+A rank that fails a collective (timeout, desync) sends an abort notice to the others, so
+ranks still waiting at that collective raise the same timeout at once and later calls on
+any rank raise ``RankFailedError`` ("aborted at collective #n: ..."); the communicator
+stays aborted. Under ``mpirun --with-ft ulfm`` a dead rank surfaces as ``MPI_ERR_PROC_FAILED``:
+it is raised as ``RankFailedError`` naming the dead rank and its pid, and the communicators
+are revoked so every survivor stops waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import weakref
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from . import _mpi_ops as ops
+from ._mpi_errors import collective_error
+from ._mpi_load import load_mpi
+
+KINDS = {"all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "reduce_scatter": 5,
+         "all_to_all": 6, "barrier": 7, "send": 8, "recv": 9}
+KIND_NAMES = {v: k for k, v in KINDS.items()}
+_REDUCING = ("all_reduce", "reduce", "reduce_scatter")
+_ROOTED = ("broadcast", "reduce")
+_TAG_HDR, _TAG_NOTICE, _TAG_P2P_HDR, _TAG_P2P = 7101, 7102, 7103, 7104
+_MAGIC = 0x6E707572
+_NOTICE_BYTES = 4096
+_SPIN_S = 0.002  # busy-poll this long before sleeping between Tests (MPI progresses only in calls)
+
+
+def _done(req: Any) -> bool:
+    try:
+        return bool(req.Test())
+    except Exception:  # noqa: BLE001 - a failed request (ULFM) did not bring the header
+        return False
+
+
+def _text(e: BaseException) -> str:
+    return str(getattr(e, "message", e))
+
+
+class Call:
+    """One collective as every rank describes it (the header) plus this rank's buffers."""
+
+    __slots__ = ("kind", "seq", "dtype", "count", "op", "root", "send", "recv", "peer", "timeout_s")
+
+    def __init__(self, kind: str, seq: int, dtype: str, count: int, op: int, root: int,
+                 send: Optional[memoryview], recv: Optional[memoryview], peer: int, timeout_s: float) -> None:
+        self.kind, self.seq, self.dtype, self.count = kind, seq, dtype, count
+        self.op, self.root, self.send, self.recv, self.peer, self.timeout_s = op, root, send, recv, peer, timeout_s
+
+    def label(self) -> str:
+        """``all_reduce(float32 x 4, sum)``: the collective as errors name it."""
+        extra = f", {ops.OP_NAMES.get(self.op, self.op)}" if self.kind in _REDUCING else ""
+        if self.kind in _ROOTED:
+            extra += f", root {self.root}"
+        elif self.kind in ("send", "recv"):
+            extra += f", {'to' if self.kind == 'send' else 'from'} {self.peer}"
+        return f"{self.kind}({self.dtype} x {self.count}{extra})"
+
+    def header(self) -> np.ndarray:
+        op = self.op if self.kind in _REDUCING else -1
+        root = self.root if self.kind in _ROOTED else -1
+        return np.array([_MAGIC, self.seq, KINDS[self.kind], ops.DTYPES[self.dtype][0], self.count, op, root, 0],
+                        dtype=np.int64)
+
+
+def describe(h: Sequence[int]) -> str:
+    kind = KIND_NAMES.get(int(h[2]), f"kind {int(h[2])}")
+    dt = ops.NAMES_BY_CODE.get(int(h[3]), f"dtype {int(h[3])}")
+    s = f"{kind}({dt}[{int(h[4])}]"
+    if int(h[5]) >= 0:
+        s += f", op={ops.OP_NAMES.get(int(h[5]), int(h[5]))}"
+    if int(h[6]) >= 0:
+        s += f", root={int(h[6])}"
+    return s + f") at #{int(h[1])}"
+
+
+class MpiComm:
+    """A group's MPI side. ``ranks``: the group's global ranks (None: every rank)."""
+
+    def __init__(self, ranks: Optional[List[int]] = None) -> None:
+        MPI = self.MPI = load_mpi()
+        world = MPI.COMM_WORLD
+        if ranks is None or list(ranks) == list(range(world.Get_size())):
+            base = world
+        else:
+            grp = world.Get_group().Incl(list(ranks))
+            base = world.Create_group(grp, tag=_TAG_HDR)
+            grp.Free()
+        self.data, self.ctl, self.note = base.Dup(), base.Dup(), base.Dup()  # note: never revoked
+        for c in (self.data, self.ctl, self.note):
+            c.Set_errhandler(MPI.ERRORS_RETURN)
+        self.rank, self.size = self.ctl.Get_rank(), self.ctl.Get_size()
+        self.peers = [p for p in range(self.size) if p != self.rank]
+        self.pids = self.ctl.allgather(os.getpid())
+        self.hosts = self.ctl.allgather(MPI.Get_processor_name())
+        self.ulfm = os.environ.get("OMPI_MCA_mpi_ft_enable", "") in ("1", "true")
+        self.failed: Optional[BaseException] = None
+        self._lock = threading.Lock()
+        self._keep: List[Any] = []  # requests (and buffers) abandoned by an abort
+        self._notice_buf = bytearray(_NOTICE_BYTES)
+        self._post_notice()
+        self._left: dict = {}  # rank -> (last collective it took part in, why it left)
+        self.closed = False
+        self._last_seq = 0
+        _ALL.add(self)
+        self._status = MPI.Status()
+
+    # -- the entry point -------------------------------------------------------------
+    def run(self, c: Call) -> None:
+        """Runs one collective on this thread; raises the collective errors."""
+        with self._lock:
+            if self.failed is not None:
+                raise self._aborted(c, _text(self.failed))
+            self._last_seq = c.seq
+            deadline = time.monotonic() + c.timeout_s
+            try:
+                self._check_notice(c)
+                if c.kind in ("send", "recv"):
+                    self._p2p(c, deadline)
+                else:
+                    if self.size > 1:
+                        self._headers(c, deadline)
+                    self._data(c, deadline)
+            except self.MPI.Exception as e:
+                err = self._mpi_failure(c, e)
+                self.failed = err
+                raise err from None
+            except BaseException as e:
+                if self.failed is None:
+                    self.failed = e
+                raise
+
+    # -- waiting ---------------------------------------------------------------------
+    def _wait(self, c: Call, reqs: List[Any], deadline: float, on_timeout: Any) -> None:
+        MPI = self.MPI
+        t0 = time.monotonic()
+        pause = 0.0
+        while not MPI.Request.Testall(reqs):
+            self._check_notice(c)
+            now = time.monotonic()
+            if now >= deadline:
+                self._keep.append(reqs)
+                raise on_timeout()
+            if now - t0 < _SPIN_S:
+                os.sched_yield()
+            else:
+                pause = min(pause * 2 or 20e-6, 1e-3, max(deadline - now, 0.0))
+                time.sleep(pause)
+
+    def _check_notice(self, c: Call) -> None:
+        while self._notice.Test(self._status):
+            src = self._status.Get_source()
+            try:
+                note = json.loads(bytes(self._notice_buf[: self._status.Get_count(self.MPI.BYTE)]).decode())
+            except ValueError:
+                note = {"msg": "(unreadable abort notice)"}
+            self._post_notice()
+            if note.get("kind") == "left":  # fine for the collectives it took part in
+                self._left[int(note.get("rank", src))] = (int(note.get("seq", 0)), str(note.get("what", "left")))
+                continue
+            missing = note.get("missing")
+            if note.get("kind") == "timeout" and note.get("seq") == c.seq and missing and self.rank not in missing:
+                err = collective_error("timeout", c.label(), c.seq, missing, str(note.get("secs", c.timeout_s)), self.rank)
+            elif note.get("kind") == "rank_failed" and note.get("rank") != self.rank:
+                err = collective_error("rank_failed", c.label(), c.seq, [int(note["rank"])], note.get("what", "failed"), self.rank)
+            else:
+                err = self._aborted(c, f"rank {src}: {note.get('msg', '?')}")
+            self.failed = err
+            raise err
+        if c.kind not in ("send", "recv"):
+            for r, (seq, what) in self._left.items():
+                if c.seq > seq:  # this collective needs rank r, which left after #seq
+                    err = collective_error("rank_failed", c.label(), c.seq, [r], what, self.rank)
+                    self.failed = err
+                    raise err
+
+    def _post_notice(self) -> None:
+        self._notice = self.note.Irecv([self._notice_buf, self.MPI.BYTE], source=self.MPI.ANY_SOURCE, tag=_TAG_NOTICE)
+
+    def _notify(self, note: dict) -> None:
+        """Tells every peer this communicator is aborted (best effort, never waits)."""
+        data = json.dumps(note).encode()[:_NOTICE_BYTES]
+        for p in self.peers:
+            try:
+                self._keep.append((self.note.Isend([data, self.MPI.BYTE], dest=p, tag=_TAG_NOTICE), data))
+            except self.MPI.Exception:
+                pass
+
+    # -- errors ----------------------------------------------------------------------
+    def _aborted(self, c: Call, reason: str) -> BaseException:
+        return collective_error("aborted", c.label(), c.seq, [], reason, self.rank)
+
+    def aborted_error(self, c: Optional[Call], failed: BaseException, kind: str = "") -> BaseException:
+        """The error of a collective that cannot run because ``failed`` aborted the group."""
+        if c is None:
+            return collective_error("aborted", kind, self._last_seq + 1, [], _text(failed), self.rank)
+        return self._aborted(c, _text(failed))
+
+    def _timeout(self, c: Call, missing: List[int]) -> BaseException:
+        err = collective_error("timeout", c.label(), c.seq, missing, f"{c.timeout_s}", self.rank)
+        self._notify({"kind": "timeout", "seq": c.seq, "missing": missing, "secs": c.timeout_s, "msg": _text(err)})
+        return err
+
+    def _mpi_failure(self, c: Call, e: Any) -> BaseException:
+        MPI = self.MPI
+        cls = e.Get_error_class()
+        ulfm = (getattr(MPI, "ERR_PROC_FAILED", -1), getattr(MPI, "ERR_PROC_FAILED_PENDING", -1),
+                getattr(MPI, "ERR_REVOKED", -1))
+        if cls in ulfm or (cls == MPI.ERR_IN_STATUS and self._failed_ranks()):
+            dead = self._failed_ranks()
+            if dead:
+                r = dead[0]
+                what = f"died (pid {self.pids[r]} on {self.hosts[r]}; MPI reports a process failure)"
+                self._notify({"kind": "rank_failed", "seq": c.seq, "rank": r, "what": what})
+            for comm in (self.data, self.ctl):
+                try:
+                    comm.Revoke()
+                except MPI.Exception:
+                    pass
+            if dead:
+                return collective_error("rank_failed", c.label(), c.seq, [r], what, self.rank)
+            # revoked by a peer that saw the failure: its notice names the dead rank
+            until = time.monotonic() + 1.0
+            while time.monotonic() < until:
+                try:
+                    self._check_notice(c)
+                except MPI.Exception:
+                    break
+                except BaseException as err:  # noqa: BLE001 - the notice's error
+                    return err
+                time.sleep(1e-3)
+            return self._aborted(c, "a peer revoked the communicator after a process failure")
+        return collective_error("internal", c.label(), c.seq, [], f"MPI error: {e.Get_error_string()}", self.rank)
+
+    def _failed_ranks(self) -> List[int]:
+        try:
+            g = self.ctl.Get_failed()
+            n = g.Get_size()
+            if n == 0:
+                return []
+            mine = self.ctl.Get_group()
+            return sorted(r for r in self.MPI.Group.Translate_ranks(g, list(range(n)), mine) if r >= 0)
+        except (self.MPI.Exception, AttributeError, NotImplementedError):
+            return []
+
+    # -- phase 1: headers ------------------------------------------------------------
+    def _headers(self, c: Call, deadline: float) -> None:
+        MPI = self.MPI
+        mine = c.header()
+        theirs = np.zeros((self.size, mine.size), dtype=np.int64)
+        theirs[self.rank] = mine
+        recvs = [self.ctl.Irecv([theirs[p], MPI.INT64_T], source=p, tag=_TAG_HDR) for p in self.peers]
+        sends = [self.ctl.Isend([mine, MPI.INT64_T], dest=p, tag=_TAG_HDR) for p in self.peers]
+
+        def missing() -> BaseException:
+            late = [p for p, r in zip(self.peers, recvs, strict=True) if not _done(r)]
+            self._keep.append((mine, theirs, sends))
+            return self._timeout(c, late)
+
+        self._wait(c, recvs + sends, deadline, missing)
+        first = theirs[0]
+        for p in range(1, self.size):
+            if not np.array_equal(theirs[p], first):
+                detail = f"rank 0 called {describe(first)}, rank {p} called {describe(theirs[p])}"
+                raise collective_error("desync", c.label(), c.seq, [0, p], detail, self.rank)
+
+    # -- phase 2: data ---------------------------------------------------------------
+    def _data(self, c: Call, deadline: float) -> None:
+        from ._mpi_data import start
+
+        req, finish = start(self, c)
+        if req is not None:
+            self._wait(c, [req], deadline, lambda: self._timeout(c, []))
+        if finish is not None:
+            finish()
+
+    # -- point to point --------------------------------------------------------------
+    def _p2p(self, c: Call, deadline: float) -> None:
+        MPI = self.MPI
+        mine = c.header()
+        if c.kind == "send":
+            reqs = [self.ctl.Isend([mine, MPI.INT64_T], dest=c.peer, tag=_TAG_P2P_HDR),
+                    self.data.Isend([c.send, MPI.BYTE], dest=c.peer, tag=_TAG_P2P)]
+            self._keep_on_timeout(c, reqs, deadline, mine)
+            return
+        theirs = np.zeros_like(mine)
+        hreq = self.ctl.Irecv([theirs, MPI.INT64_T], source=c.peer, tag=_TAG_P2P_HDR)
+        self._keep_on_timeout(c, [hreq], deadline, theirs)
+        if theirs[3] != mine[3] or theirs[4] != mine[4]:
+            detail = (f"rank {c.peer} sent {ops.NAMES_BY_CODE.get(int(theirs[3]))}[{int(theirs[4])}], "
+                      f"rank {self.rank} receives {c.dtype}[{c.count}]")
+            raise collective_error("desync", c.label(), c.seq, [c.peer], detail, self.rank)
+        self._keep_on_timeout(c, [self.data.Irecv([c.recv, MPI.BYTE], source=c.peer, tag=_TAG_P2P)], deadline, c.recv)
+
+    def _keep_on_timeout(self, c: Call, reqs: List[Any], deadline: float, buf: Any) -> None:
+        def late() -> BaseException:
+            self._keep.append(buf)
+            return collective_error("timeout", c.label(), c.seq, [c.peer], f"{c.timeout_s}", self.rank)
+
+        self._wait(c, reqs, deadline, late)
+
+    # -- teardown --------------------------------------------------------------------
+    def close(self, why: str = "left the communicator (destroy_process_group)") -> None:
+        """Leaves the group: peers still waiting for this rank get RankFailedError at once;
+        the communicators are freed (an aborted one's are left to the process's exit)."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.failed is None:
+                self._notify({"kind": "left", "seq": self._last_seq, "rank": self.rank,
+                              "what": f"{why} (pid {os.getpid()})"})
+            try:
+                if not self._notice.Test():
+                    self._notice.Cancel()
+                    self._notice.Wait()
+            except self.MPI.Exception:
+                return
+            if self.failed is None:
+                for comm in (self.data, self.ctl):
+                    comm.Free()
+
+
+_ALL: "weakref.WeakSet[MpiComm]" = weakref.WeakSet()
+
+
+def healthy() -> bool:
+    """No group of this process failed (then ``MPI_Finalize`` at exit is safe)."""
+    return all(c.failed is None for c in list(_ALL))
+
+
+def close_all(why: str) -> None:
+    for c in list(_ALL):
+        c.close(why)

@@ -1,0 +1,100 @@
+"""The data phase of each collective on MPI: which non-blocking call, on which buffers, and
+what runs after it completes (float16 / bfloat16 folds, AVG's division, copies out of a
+scratch buffer when send and receive overlap).
+
+``start(comm, call) -> (request or None, finish or None)``. Buffers are byte memoryviews of
+the arrays' memory; counts are elements of ``call.dtype``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+import numpy as np
+
+from . import _mpi_ops as ops
+
+Finish = Optional[Callable[[], None]]
+
+
+def _addr(mv: Optional[memoryview]) -> int:
+    if mv is None or len(mv) == 0:
+        return 0
+    return np.frombuffer(mv, dtype=np.uint8).ctypes.data
+
+
+def _overlap(a: Optional[memoryview], b: Optional[memoryview]) -> bool:
+    if a is None or b is None or not len(a) or not len(b):
+        return False
+    x, y = _addr(a), _addr(b)
+    return x < y + len(b) and y < x + len(a)
+
+
+def _avg(c: Any, n: int) -> Finish:
+    if c.op != ops.AVG:
+        return None
+    return lambda: ops.divide_avg(ops.numpy_view(c.recv, c.dtype), n)
+
+
+def start(comm: Any, c: Any) -> Tuple[Any, Finish]:
+    MPI, d, n = comm.MPI, comm.data, comm.size
+    k = c.kind
+    if k == "barrier":
+        return d.Ibarrier(), None
+    if k == "broadcast":
+        return d.Ibcast([c.recv, MPI.BYTE], root=c.root), None
+    if k in ("all_gather", "all_to_all"):
+        send = c.send
+        if _overlap(send, c.recv):
+            send = memoryview(bytearray(send))
+        call = d.Iallgather if k == "all_gather" else d.Ialltoall
+        return call([send, MPI.BYTE], [c.recv, MPI.BYTE]), None
+    host = ops.host_reduced(c.dtype, c.op)
+    if host:
+        return _start_host(comm, c)
+    dt, op = ops.mpi_datatype(MPI, c.dtype), ops.mpi_op(MPI, c.op)
+    if k == "all_reduce":
+        send = MPI.IN_PLACE if _addr(c.send) == _addr(c.recv) else [c.send, c.count, dt]
+        return d.Iallreduce(send, [c.recv, c.count, dt], op=op), _avg(c, n)
+    if k == "reduce":
+        root = comm.rank == c.root
+        if root and _addr(c.send) == _addr(c.recv):
+            send: Any = MPI.IN_PLACE
+        else:
+            send = [c.send, c.count, dt]
+        recv = [c.recv, c.count, dt] if root else None
+        return d.Ireduce(send, recv, op=op, root=c.root), (_avg(c, n) if root else None)
+    if k == "reduce_scatter":
+        src = c.send
+        if _overlap(src, c.recv):
+            src = memoryview(bytearray(src))
+        return d.Ireduce_scatter_block([src, dt], [c.recv, dt], op=op), _avg(c, n)
+    raise ValueError(f"mpi backend: unknown collective {k!r}")
+
+
+def _start_host(comm: Any, c: Any) -> Tuple[Any, Finish]:
+    """float16 / bfloat16: gather the raw elements (all of them, or each rank's chunk with
+    all_to_all for reduce_scatter), then fold them in rank order here."""
+    MPI, d, n, k = comm.MPI, comm.data, comm.size, c.kind
+    raw = np.uint16
+    if k == "reduce_scatter":
+        part = c.count // n
+        scratch = np.empty(n * part, dtype=raw)
+        req = d.Ialltoall([c.send, MPI.BYTE], [scratch, MPI.BYTE])
+    else:
+        scratch = np.empty(n * c.count, dtype=raw)
+        if k == "all_reduce":
+            req = d.Iallgather([c.send, MPI.BYTE], [scratch, MPI.BYTE])
+        else:  # reduce
+            recvbuf = [scratch, MPI.BYTE] if comm.rank == c.root else None
+            req = d.Igather([c.send, MPI.BYTE], recvbuf, root=c.root)
+            if comm.rank != c.root:
+                return req, lambda: None
+        part = c.count
+
+    def finish() -> None:
+        parts = [scratch[i * part : (i + 1) * part] for i in range(n)]
+        out = np.frombuffer(c.recv, dtype=raw)
+        out[: part] = ops.fold_ranks(parts, c.dtype, c.op)
+
+    return req, finish

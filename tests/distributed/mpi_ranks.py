@@ -1,0 +1,192 @@
+"""One rank of an mpirun test job (``mpirun -np N python mpi_ranks.py MODE``): runs on the
+``mpi`` backend and prints one line per result, ``RESULT {json}``, which the tests parse.
+
+Modes: ``all`` (every collective × op × dtype against numpy, stream ordering, async work,
+subgroups, p2p), ``sleep`` (rank 1 sleeps past the deadline), ``desync`` (rank 0 calls
+all_reduce, the others broadcast), ``size`` (ranks call all_reduce with different sizes),
+``kill`` (rank 1 SIGKILLs itself), ``exit`` (rank 1 exits without destroy_process_group).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+import npurt
+import npurt.distributed as dist
+import numpy as np
+
+DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
+OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PROD, "max": dist.ReduceOp.MAX,
+       "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}
+
+
+def emit(**kw) -> None:
+    print("RESULT " + json.dumps(kw), flush=True)
+
+
+def data(dtype: str, rank: int, count: int, seed: int) -> np.ndarray:
+    """Rank ``rank``'s input in float64 (values exact in every dtype; products stay small)."""
+    rng = np.random.default_rng(seed * 100 + rank)
+    if dtype in ("float32", "float16", "bfloat16"):
+        return rng.integers(-4, 5, count).astype(np.float64) * 0.5
+    lo, hi = (0, 4) if dtype == "uint8" else (-3, 4)
+    return rng.integers(lo, hi, count).astype(np.float64)
+
+
+def as_device(x: np.ndarray, dtype: str):
+    if dtype == "bfloat16":
+        return npurt.to_device(x.astype(np.float32)).astype("bfloat16")
+    return npurt.to_device(x.astype(dtype))
+
+
+def host(a) -> np.ndarray:
+    return np.asarray(a.to_host(), dtype=np.float64)
+
+
+def reference(xs, op: str, dtype: str) -> np.ndarray:
+    f = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[op]
+    acc = xs[0].copy()
+    for x in xs[1:]:
+        acc = f(acc, x)
+    if op == "avg":
+        acc = acc / len(xs) if dtype.startswith(("float", "bfloat")) else np.trunc(acc / len(xs))
+    if dtype in ("int8", "uint8", "int32", "int64"):
+        acc = acc.astype(np.int64).astype(dtype).astype(np.float64)  # wrap like the integer type
+    return acc
+
+
+def close(got: np.ndarray, want: np.ndarray, dtype: str) -> bool:
+    if dtype == "bfloat16":
+        return bool(np.allclose(got, want, rtol=1e-2, atol=1e-2))
+    if dtype == "float16":
+        return bool(np.allclose(got, want, rtol=2e-3, atol=2e-3))
+    return bool(np.array_equal(got, want)) if not dtype.startswith("float") else bool(np.allclose(got, want, rtol=1e-6))
+
+
+def check_all(r: int, n: int) -> None:
+    fails, checks = [], 0
+
+    def expect(ok: bool, what: str) -> None:
+        nonlocal checks
+        checks += 1
+        if not ok:
+            fails.append(what)
+
+    count = 37
+    for dtype in DTYPES:
+        for name, op in OPS.items():
+            xs = [data(dtype, k, count, 1) for k in range(n)]
+            t = as_device(xs[r], dtype)
+            dist.all_reduce(t, op=op)
+            expect(close(host(t), reference(xs, name, dtype), dtype), f"all_reduce {name} {dtype}")
+            t = as_device(xs[r], dtype)
+            root = (n - 1) % n
+            dist.reduce(t, dst=root, op=op)
+            if r == root:
+                expect(close(host(t), reference(xs, name, dtype), dtype), f"reduce {name} {dtype}")
+            xs = [data(dtype, k, count * n, 2) for k in range(n)]
+            out = as_device(np.zeros(count), dtype)
+            dist.reduce_scatter_tensor(out, as_device(xs[r], dtype), op=op)
+            want = reference(xs, name, dtype)[r * count:(r + 1) * count]
+            expect(close(host(out), want, dtype), f"reduce_scatter {name} {dtype}")
+        xs = [data(dtype, k, count, 3) for k in range(n)]
+        b = as_device(xs[r], dtype)
+        dist.broadcast(b, src=n - 1)
+        expect(close(host(b), xs[n - 1], dtype), f"broadcast {dtype}")
+        g = as_device(np.zeros(count * n), dtype)
+        dist.all_gather_into_tensor(g, as_device(xs[r], dtype))
+        expect(close(host(g), np.concatenate(xs), dtype), f"all_gather {dtype}")
+        xs = [data(dtype, k, count * n, 4) for k in range(n)]
+        o = as_device(np.zeros(count * n), dtype)
+        dist.all_to_all_single(o, as_device(xs[r], dtype))
+        want = np.concatenate([x[r * count:(r + 1) * count] for x in xs])
+        expect(close(host(o), want, dtype), f"all_to_all {dtype}")
+
+    # list forms
+    lst = [npurt.zeros(5) for _ in range(n)]
+    dist.all_gather(lst, npurt.to_device(np.full(5, r, np.float32)))
+    expect(all(np.array_equal(host(x), np.full(5, k)) for k, x in enumerate(lst)), "all_gather list")
+
+    # stream order: a kernel before the collective on the current stream, one after it
+    s = npurt.Stream()
+    with npurt.stream(s):
+        base = npurt.to_device(np.full(1 << 16, r + 1, np.float32))
+        y = base * 2.0
+        dist.all_reduce(y)
+        z = y + 1.0
+    expect(np.array_equal(host(z), np.full(1 << 16, 2 * n * (n + 1) / 2 + 1)), "stream order")
+    w = dist.all_reduce(base, async_op=True)
+    expect(w.wait(timeout=30) is True and w.is_completed(), "async work")
+    expect(np.array_equal(host(base), np.full(1 << 16, n * (n + 1) / 2)), "async result")
+
+    # p2p ring
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    got = npurt.zeros(7, dtype="int32")
+    if r % 2 == 0:
+        dist.send(npurt.to_device(np.full(7, r, np.int32)), dst=nxt)
+        dist.recv(got, src=prv)
+    else:
+        dist.recv(got, src=prv)
+        dist.send(npurt.to_device(np.full(7, r, np.int32)), dst=nxt)
+    expect(np.array_equal(host(got), np.full(7, prv)), "send/recv ring")
+
+    # a subgroup of the even ranks
+    evens = list(range(0, n, 2))
+    sub = dist.new_group(evens)
+    if r in evens:
+        v = npurt.to_device(np.full(3, r, np.float32))
+        dist.all_reduce(v, group=sub)
+        expect(np.array_equal(host(v), np.full(3, sum(evens))), "subgroup all_reduce")
+        expect(dist.get_rank(sub) == evens.index(r), "subgroup rank")
+    dist.barrier()
+    emit(rank=r, mode="all", checks=checks, fails=fails)
+
+
+def hang_case(mode: str, r: int, n: int) -> None:
+    t = npurt.to_device(np.ones(1000, np.float32))
+    dist.all_reduce(t)
+    host(t)
+    t0 = time.monotonic()
+    try:
+        if mode == "sleep" and r == 1:
+            time.sleep(3.0)
+        if mode == "kill" and r == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if mode == "exit" and r == 1:
+            emit(rank=r, mode=mode, error=None, cls=None, pid=os.getpid())
+            sys.exit(0)
+        if mode == "desync" and r != 0:
+            w = dist.broadcast(t, src=0, async_op=True, timeout=5.0)
+        elif mode == "size":
+            w = dist.all_reduce(npurt.zeros(100 + r), async_op=True, timeout=5.0)
+        else:
+            w = dist.all_reduce(t, async_op=True, timeout=1.0)
+        w.wait()
+        dist.barrier(timeout=5.0)
+        emit(rank=r, mode=mode, error=None, cls=None, pid=os.getpid())
+    except npurt.Error as e:
+        emit(rank=r, mode=mode, error=str(e), cls=type(e).__name__, secs=time.monotonic() - t0, pid=os.getpid())
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    dist.init_process_group("mpi", timeout=30.0)
+    r, n = dist.get_rank(), dist.get_world_size()
+    try:
+        if mode == "all":
+            check_all(r, n)
+        else:
+            hang_case(mode, r, n)
+    except Exception:
+        emit(rank=r, mode=mode, crash=traceback.format_exc())
+    if mode == "all":
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""``npurt.distributed.mpirun_command`` (the one place that knows Open MPI's flags), the
+``hccl`` alias' choice between ``shm`` and ``mpi``, and a real two-rank mpi4py job with
+the command it builds (the ``mpi`` extra's wheels, no system MPI)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import npurt
+import pytest
+from npurt.distributed import find_mpirun, mpirun_command
+from npurt.distributed._mpi import select_hccl_backend
+from npurt.distributed._mpirun import cma_permitted
+
+
+def test_mpirun_is_the_wheel_beside_this_python():
+    path = find_mpirun()
+    assert os.access(path, os.X_OK)
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    assert "Open MPI" in out.stdout + out.stderr or "prte" in (out.stdout + out.stderr).lower()
+
+
+def test_command_has_the_flags_this_machine_needs():
+    cmd, env = mpirun_command(3, ["python", "x.py"], env={"PATH": "/usr/bin"})
+    assert cmd[1:3] == ["-np", "3"] and cmd[-2:] == ["python", "x.py"]
+    assert "--oversubscribe" in cmd and cmd[cmd.index("--bind-to") + 1] == "none"
+    assert cmd[cmd.index("--with-ft") + 1] == "ulfm"
+    assert "btl_tcp_if_include" in cmd and cmd[cmd.index("btl_tcp_if_include") + 1] == "lo"
+    assert env["PATH"] == "/usr/bin"
+    if os.geteuid() == 0:
+        assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+
+
+def test_hosts_drop_loopback_and_ulfm_can_be_left_out():
+    cmd, _ = mpirun_command(2, ["a"], hosts=["h1", "h2"], ulfm=False, env={})
+    assert "--with-ft" not in cmd and "btl_tcp_if_include" not in cmd
+    assert cmd[cmd.index("--host") + 1] == "h1,h2"
+
+
+def test_cma_fallback_is_forced_by_the_environment(monkeypatch):
+    monkeypatch.setenv("NPURT_MPI_CMA", "0")
+    assert not cma_permitted()
+    cmd, _ = mpirun_command(2, ["a"], env={})
+    assert cmd[cmd.index("smsc") + 1] == "^cma"
+    monkeypatch.setenv("NPURT_MPI_CMA", "1")
+    assert "smsc" not in mpirun_command(2, ["a"], env={})[0]
+
+
+def test_bad_arguments_are_typed_errors(monkeypatch):
+    with pytest.raises(npurt.InvalidTypeError):
+        mpirun_command("2", ["a"])  # type: ignore[arg-type]
+    with pytest.raises(npurt.InvalidValueError):
+        mpirun_command(0, ["a"])
+    with pytest.raises(npurt.InvalidTypeError):
+        mpirun_command(2, "python x.py")  # type: ignore[arg-type]
+    monkeypatch.setenv("NPURT_MPIRUN", "/nonexistent/mpirun")
+    with pytest.raises(FileNotFoundError, match="NPURT_MPIRUN"):
+        find_mpirun()
+
+
+@pytest.mark.parametrize("env,world,want", [
+    ({}, 4, "shm"),
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "4", "OMPI_COMM_WORLD_SIZE": "4"}, -1, "shm"),
+    ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_SIZE": "4"}, -1, "mpi"),
+    ({"LOCAL_WORLD_SIZE": "8", "WORLD_SIZE": "16"}, -1, "mpi"),
+    ({"LOCAL_WORLD_SIZE": "8"}, 8, "shm"),
+    ({"NPURT_HCCL_BACKEND": "mpi", "LOCAL_WORLD_SIZE": "8"}, 8, "mpi"),
+])
+def test_hccl_alias_picks_shm_on_one_host_and_mpi_across_hosts(monkeypatch, env, world, want):
+    for k in ("NPURT_HCCL_BACKEND", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert select_hccl_backend(world) == want
+
+
+def test_two_rank_mpi4py_job_runs_as_this_user():
+    prog = ("from mpi4py import MPI; import numpy as np; c = MPI.COMM_WORLD; a = np.full(4, c.rank + 1.0); "
+            "b = np.empty_like(a); c.Allreduce(a, b); print('SUM', c.rank, c.size, b[0], MPI.Query_thread())")
+    cmd, env = mpirun_command(2, [sys.executable, "-c", prog])
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    lines = sorted(line for line in p.stdout.splitlines() if line.startswith("SUM"))
+    assert lines == ["SUM 0 2 3.0 3", "SUM 1 2 3.0 3"], (p.stdout, p.stderr)
