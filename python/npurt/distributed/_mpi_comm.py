@@ -56,6 +56,21 @@ def _text(e: BaseException) -> str:
     return str(getattr(e, "message", e))
 
 
+def _aborted(label: str, seq: int, at: int, reason: str, like: Optional[BaseException], cls_name: Optional[str]) -> BaseException:
+    """"{op} (collective #{seq}) cannot run: the communicator was aborted at collective #{at}:
+    {reason}" (the engine's Aborted wording) with the class of the failure that aborted it."""
+    from .. import exceptions as exc
+
+    msg = f"{label} (collective #{seq}) cannot run: the communicator was aborted at collective #{at}: {reason}"
+    cls = type(like) if like is not None else getattr(exc, cls_name or "", None)
+    if not (isinstance(cls, type) and issubclass(cls, exc.Error)):
+        cls = getattr(exc, "RankFailedError", exc.InternalError)
+    err = cls(msg)
+    if like is not None and hasattr(like, "code"):
+        err.code, err.name = like.code, like.name
+    return err
+
+
 class Call:
     """One collective as every rank describes it (the header) plus this rank's buffers."""
 
@@ -114,6 +129,7 @@ class MpiComm:
         self.hosts = self.ctl.allgather(MPI.Get_processor_name())
         self.ulfm = os.environ.get("OMPI_MCA_mpi_ft_enable", "") in ("1", "true")
         self.failed: Optional[BaseException] = None
+        self.failed_seq = 0
         self._lock = threading.Lock()
         self._keep: List[Any] = []  # requests (and buffers) abandoned by an abort
         self._notice_buf = bytearray(_NOTICE_BYTES)
@@ -129,7 +145,7 @@ class MpiComm:
         """Runs one collective on this thread; raises the collective errors."""
         with self._lock:
             if self.failed is not None:
-                raise self._aborted(c, _text(self.failed))
+                raise self.aborted_error(c, self.failed)
             self._last_seq = c.seq
             deadline = time.monotonic() + c.timeout_s
             try:
@@ -141,12 +157,9 @@ class MpiComm:
                         self._headers(c, deadline)
                     self._data(c, deadline)
             except self.MPI.Exception as e:
-                err = self._mpi_failure(c, e)
-                self.failed = err
-                raise err from None
+                raise self._fail(self._mpi_failure(c, e), c.seq) from None
             except BaseException as e:
-                if self.failed is None:
-                    self.failed = e
+                self._fail(e, c.seq)
                 raise
 
     # -- waiting ---------------------------------------------------------------------
@@ -183,15 +196,13 @@ class MpiComm:
             elif note.get("kind") == "rank_failed" and note.get("rank") != self.rank:
                 err = collective_error("rank_failed", c.label(), c.seq, [int(note["rank"])], note.get("what", "failed"), self.rank)
             else:
-                err = self._aborted(c, f"rank {src}: {note.get('msg', '?')}")
-            self.failed = err
-            raise err
+                err = _aborted(c.label(), c.seq, int(note.get("seq", c.seq)), f"rank {src}: {note.get('msg', '?')}",
+                               None, str(note.get("cls", "RankFailedError")))
+            raise self._fail(err, int(note.get("seq", c.seq)))
         if c.kind not in ("send", "recv"):
             for r, (seq, what) in self._left.items():
                 if c.seq > seq:  # this collective needs rank r, which left after #seq
-                    err = collective_error("rank_failed", c.label(), c.seq, [r], what, self.rank)
-                    self.failed = err
-                    raise err
+                    raise self._fail(collective_error("rank_failed", c.label(), c.seq, [r], what, self.rank), c.seq)
 
     def _post_notice(self) -> None:
         self._notice = self.note.Irecv([self._notice_buf, self.MPI.BYTE], source=self.MPI.ANY_SOURCE, tag=_TAG_NOTICE)
@@ -206,18 +217,22 @@ class MpiComm:
                 pass
 
     # -- errors ----------------------------------------------------------------------
-    def _aborted(self, c: Call, reason: str) -> BaseException:
-        return collective_error("aborted", c.label(), c.seq, [], reason, self.rank)
+    def _fail(self, err: BaseException, seq: int) -> BaseException:
+        """Records the group's first failure (every later collective is aborted by it)."""
+        if self.failed is None:
+            self.failed, self.failed_seq = err, seq
+        return err
 
     def aborted_error(self, c: Optional[Call], failed: BaseException, kind: str = "") -> BaseException:
-        """The error of a collective that cannot run because ``failed`` aborted the group."""
-        if c is None:
-            return collective_error("aborted", kind, self._last_seq + 1, [], _text(failed), self.rank)
-        return self._aborted(c, _text(failed))
+        """The error of a collective that cannot run because ``failed`` aborted the group:
+        the same class, "cannot run: the communicator was aborted at collective #n: ..."."""
+        label, seq = (c.label(), c.seq) if c is not None else (kind, self._last_seq + 1)
+        return _aborted(label, seq, self.failed_seq, _text(failed), failed, None)
 
     def _timeout(self, c: Call, missing: List[int]) -> BaseException:
         err = collective_error("timeout", c.label(), c.seq, missing, f"{c.timeout_s}", self.rank)
-        self._notify({"kind": "timeout", "seq": c.seq, "missing": missing, "secs": c.timeout_s, "msg": _text(err)})
+        self._notify({"kind": "timeout", "seq": c.seq, "missing": missing, "secs": c.timeout_s, "msg": _text(err),
+                      "cls": type(err).__name__})
         return err
 
     def _mpi_failure(self, c: Call, e: Any) -> BaseException:
@@ -248,7 +263,8 @@ class MpiComm:
                 except BaseException as err:  # noqa: BLE001 - the notice's error
                     return err
                 time.sleep(1e-3)
-            return self._aborted(c, "a peer revoked the communicator after a process failure")
+            return _aborted(c.label(), c.seq, c.seq, "a peer revoked the communicator after a process failure", None,
+                            "RankFailedError")
         return collective_error("internal", c.label(), c.seq, [], f"MPI error: {e.Get_error_string()}", self.rank)
 
     def _failed_ranks(self) -> List[int]:

@@ -9,15 +9,14 @@ from .. import _npurt
 from .. import exceptions as _exc
 
 _CLASSES = {"timeout": "CollectiveTimeoutError", "desync": "CollectiveDesyncError",
-            "rank_failed": "RankFailedError", "aborted": "RankFailedError",
+            "rank_failed": "RankFailedError",
             "param": "CollectiveError", "internal": "CollectiveError"}
 
 
 def collective_error(kind: str, op: str, seq: int, ranks: Sequence[int] = (), detail: str = "", rank: int = 0) -> BaseException:
     """The exception for a failed collective ``op`` (#``seq``) seen on ``rank``: ``kind`` is
     ``timeout`` (``ranks`` missing, ``detail`` the seconds), ``desync`` (``detail`` says who
-    called what), ``rank_failed`` (``ranks[0]`` died, ``detail`` how), ``aborted`` (``detail``
-    the earlier failure), ``param`` or ``internal``."""
+    called what), ``rank_failed`` (``ranks[0]`` died, ``detail`` how), ``param`` or ``internal``."""
     make = getattr(_npurt, "_collective_error", None)
     if make is not None:
         try:
@@ -32,8 +31,6 @@ def collective_error(kind: str, op: str, seq: int, ranks: Sequence[int] = (), de
         msg = f"collective desync at #{seq}: {detail}"
     elif kind == "rank_failed":
         msg = f"{op} (collective #{seq}): rank {ranks[0] if ranks else rank} {detail}; the communicator is aborted"
-    elif kind == "aborted":
-        msg = f"{op} (collective #{seq}) cannot run: the communicator was aborted: {detail}"
     elif kind == "param":
         cls = _exc.InvalidValueError if cls is _exc.InternalError else cls
         msg = f"{op}: {detail}"
