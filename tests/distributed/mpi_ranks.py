@@ -135,6 +135,18 @@ def check_all(r: int, n: int) -> None:
         dist.send(npurt.to_device(np.full(7, r, np.int32)), dst=nxt)
     expect(np.array_equal(host(got), np.full(7, prv)), "send/recv ring")
 
+    # bad sizes are typed errors at the call, before any communication
+    try:
+        dist.all_gather_into_tensor(npurt.zeros(3 * n + 1), npurt.zeros(3))
+        expect(False, "all_gather with a wrong output size did not raise")
+    except npurt.Error as e:
+        expect("output must have" in str(e), f"all_gather size error: {e}")
+    try:
+        dist.reduce_scatter_tensor(npurt.zeros(2), npurt.zeros(2 * n, dtype="int32"))
+        expect(False, "reduce_scatter with mixed dtypes did not raise")
+    except npurt.Error as e:
+        expect("int32" in str(e), f"reduce_scatter dtype error: {e}")
+
     # a subgroup of the even ranks
     evens = list(range(0, n, 2))
     sub = dist.new_group(evens)

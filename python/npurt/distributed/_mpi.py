@@ -16,6 +16,7 @@ reduce) are gathered and folded in rank order here, as the native engine does.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -83,7 +84,7 @@ class MpiBackend(Backend):
     def __init__(self, ranks: Optional[List[int]] = None, timeout: Optional[float] = None) -> None:
         self.comm = MpiComm(ranks)
         self.rank, self.size = self.comm.rank, self.comm.size
-        self.timeout_s = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
+        self.timeout_s = default_timeout() if timeout is None else float(timeout)
         self._seq = 0
         self._enqueue = threading.Lock()
 
@@ -93,6 +94,9 @@ class MpiBackend(Backend):
         if dtype not in ops.DTYPES:
             raise collective_error("param", kind, self._seq + 1, [], f"dtype {dtype} is not an HCCL data type", self.rank)
         count = hccl_count(kind, send, recv, self.size)
+        bad = _shape_error(kind, send, recv, self.size)
+        if bad:
+            raise collective_error("param", kind, self._seq + 1, [], bad, self.rank)
         if self.comm.failed is not None:
             raise self.comm.aborted_error(None, self.comm.failed, kind)
         p2p = kind in ("send", "recv")
@@ -101,6 +105,7 @@ class MpiBackend(Backend):
                 self._seq += 1
             seq = self._seq
         t = self.timeout_s if timeout_s is None else float(timeout_s)
+        t = math.inf if t <= 0 else t  # 0: no deadline (HCCL_EXEC_TIMEOUT=0)
         peer = int(root) if p2p else -1
         header_count = count * self.size if kind in ("reduce_scatter", "all_to_all") else count
         call = Call(kind, seq, dtype, header_count, int(op), int(root), _bytes(send), _bytes(recv), peer, t)
@@ -129,6 +134,31 @@ class MpiBackend(Backend):
 
     def set_timeout(self, timeout_s: float) -> None:
         self.timeout_s = float(timeout_s)
+
+
+def default_timeout() -> float:
+    """``HCCL_EXEC_TIMEOUT`` seconds (0: none), else 1800 (HCCL's default)."""
+    v = os.environ.get("HCCL_EXEC_TIMEOUT", "")
+    try:
+        return float(v) if v else DEFAULT_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+def _shape_error(kind: str, send: Any, recv: Any, n: int) -> str:
+    """Why ``send`` / ``recv`` cannot go together in ``kind`` ('' when they can)."""
+    if send is None or recv is None or send is recv:
+        return ""
+    if send.dtype_name != recv.dtype_name:
+        return f"send is {send.dtype_name} but recv is {recv.dtype_name}"
+    want = {"all_gather": (send.size * n, "world size x the input's"),
+            "reduce_scatter": (send.size // n if send.size % n == 0 else -1, "the input's / world size"),
+            "all_to_all": (send.size if send.size % n == 0 else -1, "the input's (a multiple of the world size)"),
+            "all_reduce": (send.size, "the input's"), "reduce": (send.size, "the input's"),
+            "broadcast": (send.size, "the input's")}.get(kind)
+    if want is not None and recv.size != want[0]:
+        return f"{send.size} elements in, {recv.size} out: the output must have {want[1]} elements (world size {n})"
+    return ""
 
 
 def _bytes(arr: Any) -> Any:

@@ -42,7 +42,8 @@ _ROOTED = ("broadcast", "reduce")
 _TAG_HDR, _TAG_NOTICE, _TAG_P2P_HDR, _TAG_P2P = 7101, 7102, 7103, 7104
 _MAGIC = 0x6E707572
 _NOTICE_BYTES = 4096
-_SPIN_S = 0.002  # busy-poll this long before sleeping between Tests (MPI progresses only in calls)
+_HOT_S = 0.0002  # poll MPI_Test back to back this long (MPI progresses only inside its calls),
+_SPIN_S = 0.002  # then yielding the core between polls this long, then sleeping between polls
 
 
 def _done(req: Any) -> bool:
@@ -173,6 +174,8 @@ class MpiComm:
             if now >= deadline:
                 self._keep.append(reqs)
                 raise on_timeout()
+            if now - t0 < _HOT_S:
+                continue
             if now - t0 < _SPIN_S:
                 os.sched_yield()
             else:
