@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from npurt.bench import _coll_worker as w
 from npurt.bench.collectives import parse_size, sizes
 
