@@ -124,6 +124,10 @@ class MpiBackend(Backend):
                 del call.send, call.recv
                 _ = keep
 
+        for a in (send, recv):  # the stream waits (on the device) for the arrays' last writers
+            prepare = getattr(a._a, "_prepare_on", None) if a is not None else None
+            if prepare is not None:
+                prepare(stream)
         stream.launch_host_func(task)
         if recv is not None:
             recv._a._mark_written(stream)
