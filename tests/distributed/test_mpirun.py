@@ -83,3 +83,20 @@ def test_two_rank_mpi4py_job_runs_as_this_user():
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     lines = sorted(line for line in p.stdout.splitlines() if line.startswith("SUM"))
     assert lines == ["SUM 0 2 3.0 3", "SUM 1 2 3.0 3"], (p.stdout, p.stderr)
+
+
+def test_hccl_under_mpirun_on_one_host_is_shm_without_any_rendezvous_variables():
+    """``mpirun -np 2 python train.py`` with ``init_process_group("hccl")``: rank and size
+    come from mpirun, the bootstrap is a file store named after the job, the backend is
+    ``shm`` (every rank is on this host) and an all_reduce works."""
+    prog = ("import numpy as np, npurt, npurt.distributed as dist; dist.init_process_group('hccl', timeout=60); "
+            "t = npurt.to_device(np.full(8, dist.get_rank() + 1.0, np.float32)); dist.all_reduce(t); "
+            "print('HCCL', dist.get_rank(), dist.get_world_size(), dist.get_backend(), t.to_host()[0]); "
+            "dist.destroy_process_group()")
+    cmd, env = mpirun_command(2, [sys.executable, "-c", prog])
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE", "NPURT_HCCL_BACKEND"):
+        env.pop(k, None)
+    env["NPURT_DEVICE_COUNT"] = "1"
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90)
+    lines = sorted(line for line in p.stdout.splitlines() if line.startswith("HCCL"))
+    assert lines == ["HCCL 0 2 shm 3.0", "HCCL 1 2 shm 3.0"], (p.stdout, p.stderr[-2000:])

@@ -32,6 +32,7 @@ from ._group import (
     new_group,
     register_backend,
 )
+from ._mpirun import find_mpirun, mpirun_command
 
 __all__ = [
     "Backend",
@@ -60,6 +61,8 @@ __all__ = [
     "recv",
     "barrier",
     "collective_error",
+    "mpirun_command",
+    "find_mpirun",
 ]
 
 

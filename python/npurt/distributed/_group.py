@@ -9,6 +9,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ._backend import Backend, Work, collective_error
+from ._mpirun import launcher_defaults
 
 __all__ = [
     "GroupMember",
@@ -169,7 +170,7 @@ class ProcessGroup:
             from ..exceptions import NotSupportedError
 
             raise NotSupportedError(f"new_group: backend {self.backend.name!r} cannot make subgroups")
-        backend = self._make(ranks.index(me), len(ranks), name, timeout)
+        backend = self._make(ranks.index(me), len(ranks), name, timeout, ranks=ranks)
         return ProcessGroup(backend, ranks, self.device, name, self.store, self._make)
 
     def shutdown(self) -> None:
@@ -202,10 +203,11 @@ def group_of(group: Any) -> ProcessGroup:
     return group
 
 
-def _select_hccl() -> str:
-    """``hccl``: ``mpi`` when launched by mpirun across hosts (and mpi4py is there), else ``shm``."""
-    multi_host = os.environ.get("NPURT_HCCL_BACKEND") == "mpi"
-    return "mpi" if multi_host else os.environ.get("NPURT_HCCL_BACKEND", "shm")
+def _select_hccl(world_size: int) -> str:
+    """``hccl``: ``shm`` when every rank is on this host, else ``mpi`` (see ``_mpi.select_hccl_backend``)."""
+    from ._mpi import select_hccl_backend
+
+    return select_hccl_backend(world_size)
 
 
 def init_process_group(backend: str = "hccl", rank: int = -1, world_size: int = -1, init_method: str = "env://",
@@ -216,7 +218,8 @@ def init_process_group(backend: str = "hccl", rank: int = -1, world_size: int = 
         raise collective_error("param", "init_process_group", 0, [], "the default process group is already initialized (destroy_process_group first)")
     rank = int(os.environ.get("RANK", -1)) if rank == -1 else int(rank)
     world_size = int(os.environ.get("WORLD_SIZE", -1)) if world_size == -1 else int(world_size)
-    name = backend if backend != "hccl" else _select_hccl()
+    rank, world_size, init_method = launcher_defaults(rank, world_size, init_method)
+    name = backend if backend != "hccl" else _select_hccl(world_size)
     t = _seconds(timeout)
     if name == "mpi" or (name not in ("local", "shm") and name not in _FACTORIES):
         if name == "mpi" and "mpi" not in _FACTORIES:
@@ -232,7 +235,7 @@ def init_process_group(backend: str = "hccl", rank: int = -1, world_size: int = 
 
         gname = group_name or "default"
         be: Backend = local_backend(gname, rank, world_size, t)
-        make = lambda r, n, sub, to: local_backend(sub, r, n, to if to is not None else t)  # noqa: E731
+        make = lambda r, n, sub, to, **_: local_backend(sub, r, n, to if to is not None else t)  # noqa: E731
         pg = ProcessGroup(be, list(range(world_size)), dev, gname, None, make)
         # Each rank thread gets its own current stream on its device: ranks sharing a
         # device must not share a stream (rank A's stream waiting for its collective would
@@ -253,7 +256,7 @@ def init_process_group(backend: str = "hccl", rank: int = -1, world_size: int = 
         st = store if store is not None else store_from_url(init_method, rank, t if t is not None else 300.0)
         gname = group_name or "default"
         be = shm_backend(st, gname, rank, world_size, dev, t)
-        make = lambda r, n, sub, to: shm_backend(st, sub, r, n, dev, to if to is not None else t)  # noqa: E731
+        make = lambda r, n, sub, to, **_: shm_backend(st, sub, r, n, dev, to if to is not None else t)  # noqa: E731
         _process_group = ProcessGroup(be, list(range(world_size)), dev, gname, st, make)
         return
     made = _FACTORIES[name](rank, world_size, init_method, t, dev, group_name)

@@ -195,7 +195,7 @@ class MpiComm:
                 continue
             missing = note.get("missing")
             if note.get("kind") == "timeout" and note.get("seq") == c.seq and missing and self.rank not in missing:
-                err = collective_error("timeout", c.label(), c.seq, missing, str(note.get("secs", c.timeout_s)), self.rank)
+                err = self.timeout_error(c, missing, float(note.get("secs", c.timeout_s)))
             elif note.get("kind") == "rank_failed" and note.get("rank") != self.rank:
                 err = collective_error("rank_failed", c.label(), c.seq, [int(note["rank"])], note.get("what", "failed"), self.rank)
             else:
@@ -233,9 +233,26 @@ class MpiComm:
         return _aborted(label, seq, self.failed_seq, _text(failed), failed, None)
 
     def _timeout(self, c: Call, missing: List[int]) -> BaseException:
-        err = collective_error("timeout", c.label(), c.seq, missing, f"{c.timeout_s}", self.rank)
+        err = self.timeout_error(c, missing, c.timeout_s)
         self._notify({"kind": "timeout", "seq": c.seq, "missing": missing, "secs": c.timeout_s, "msg": _text(err),
                       "cls": type(err).__name__})
+        return err
+
+    def timeout_error(self, c: Call, missing: List[int], secs: float) -> BaseException:
+        """The engine's timeout error, with the ranks that did arrive filled in (this backend
+        knows them: their headers came); ``missing`` empty means every rank arrived and the
+        data exchange stalled."""
+        err = collective_error("timeout", c.label(), c.seq, missing, f"{secs}", self.rank)
+        arrived = ", ".join(str(r) for r in range(self.size) if r not in missing)
+        msg = getattr(err, "message", None)
+        if isinstance(msg, str):
+            if not missing:
+                msg = msg.replace("rank(s) none never arrived (arrived: none)",
+                                  f"every rank arrived ({arrived}) but the data exchange did not finish")
+            else:
+                msg = msg.replace("(arrived: none)", f"(arrived: {arrived})")
+            err.message = msg
+            err.args = (msg,)
         return err
 
     def _mpi_failure(self, c: Call, e: Any) -> BaseException:
@@ -333,7 +350,7 @@ class MpiComm:
     def _keep_on_timeout(self, c: Call, reqs: List[Any], deadline: float, buf: Any) -> None:
         def late() -> BaseException:
             self._keep.append(buf)
-            return collective_error("timeout", c.label(), c.seq, [c.peer], f"{c.timeout_s}", self.rank)
+            return self.timeout_error(c, [c.peer], c.timeout_s)
 
         self._wait(c, reqs, deadline, late)
 

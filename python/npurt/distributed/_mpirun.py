@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..exceptions import InvalidTypeError, InvalidValueError
 
-__all__ = ["find_mpirun", "mpirun_command", "cma_permitted"]
+__all__ = ["find_mpirun", "mpirun_command", "cma_permitted", "launcher_defaults"]
 
 _CAP_SYS_PTRACE = 19
 
@@ -120,3 +120,23 @@ def mpirun_command(
     cmd += list(extra)
     cmd += list(argv)
     return cmd, out
+
+
+def launcher_defaults(rank: int, world_size: int, init_method: str) -> Tuple[int, int, str]:
+    """``init_process_group``'s defaults under ``mpirun`` (no ``RANK`` / ``WORLD_SIZE``):
+    MPI's rank and size from ``OMPI_COMM_WORLD_RANK`` / ``_SIZE``, and for ``env://``
+    without ``MASTER_ADDR`` a file store named after the job (``PMIX_NAMESPACE``) in the
+    temporary directory, so ``mpirun -np 4 python train.py`` works with ``shm`` / ``hccl``
+    on one host. Outside mpirun, or with the values given, they are returned unchanged."""
+    env = os.environ
+    if rank == -1 and env.get("OMPI_COMM_WORLD_RANK", "").isdigit():
+        rank = int(env["OMPI_COMM_WORLD_RANK"])
+    if world_size == -1 and env.get("OMPI_COMM_WORLD_SIZE", "").isdigit():
+        world_size = int(env["OMPI_COMM_WORLD_SIZE"])
+    job = env.get("PMIX_NAMESPACE")
+    if init_method == "env://" and "MASTER_ADDR" not in env and job:
+        import tempfile
+
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in job)
+        init_method = f"file://{tempfile.gettempdir()}/npurt-store-{safe}"
+    return rank, world_size, init_method
