@@ -120,6 +120,12 @@ def check_all(r: int, n: int) -> None:
         dist.all_reduce(y)
         z = y + 1.0
     expect(np.array_equal(host(z), np.full(1 << 16, 2 * n * (n + 1) / 2 + 1)), "stream order")
+    # the array's last writer is another stream, still busy: the collective waits for it
+    s2 = npurt.Stream()
+    npurt.kernels.busy(0.05, stream=s2)
+    other = npurt.multiply(npurt.to_device(np.full(1 << 16, r + 1, np.float32)), 3.0, stream=s2)
+    dist.all_reduce(other)
+    expect(np.array_equal(host(other), np.full(1 << 16, 3 * n * (n + 1) / 2)), "writer on another stream")
     w = dist.all_reduce(base, async_op=True)
     expect(w.wait(timeout=30) is True and w.is_completed(), "async work")
     expect(np.array_equal(host(base), np.full(1 << 16, n * (n + 1) / 2)), "async result")

@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
+from .. import _npurt
 from . import _mpi_ops as ops
 from ._backend import Backend, Work, hccl_count
 from ._group import register_backend
@@ -87,6 +88,7 @@ class MpiBackend(Backend):
         self.timeout_s = default_timeout() if timeout is None else float(timeout)
         self._seq = 0
         self._enqueue = threading.Lock()
+        self._scratch: dict = {}
 
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
         arr = send if send is not None else recv
@@ -124,14 +126,29 @@ class MpiBackend(Backend):
                 del call.send, call.recv
                 _ = keep
 
-        for a in (send, recv):  # the stream waits (on the device) for the arrays' last writers
-            prepare = getattr(a._a, "_prepare_on", None) if a is not None else None
-            if prepare is not None:
-                prepare(stream)
+        for a in (send,) if recv is send else (send, recv):
+            if a is not None:
+                self._after_writer(a, stream)
         stream.launch_host_func(task)
         if recv is not None:
             recv._a._mark_written(stream)
         return work
+
+    def _after_writer(self, a: Any, stream: Any) -> None:
+        """Orders ``stream`` (on the device) after the last writer of ``a``'s buffer, as the
+        native backends and every kernel do: the glue's ``_prepare_on`` where it has it,
+        else a one-element copy out of ``a`` on ``stream`` (its launch waits for the writer)."""
+        prepare = getattr(a._a, "_prepare_on", None)
+        if prepare is not None:
+            prepare(stream)
+            return
+        if a.size == 0:
+            return
+        key = (a.dtype_name, a.device)
+        scratch = self._scratch.get(key)
+        if scratch is None:
+            scratch = self._scratch[key] = _npurt._empty([1], a.dtype_name, a.device)
+        _npurt._copy(a._a.view(a._a.offset, a.dtype_name, [1], [1]), scratch, stream)
 
     def shutdown(self) -> None:
         self.comm.close()
