@@ -88,6 +88,9 @@ impl Kernel for Empty {
     fn run_block(&self, _blk: BlockCtx) -> Result<(), KernelFault> {
         Ok(())
     }
+    fn is_tiny(&self) -> bool {
+        true
+    }
 }
 
 /// The shared empty kernel (launching it allocates nothing).

@@ -75,30 +75,37 @@ def _binary(op: str, x1: Any, x2: Any, out: Any, stream: Any) -> DeviceArray:
     return out
 
 
-def add(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    """``x1 + x2`` with numpy broadcasting (a kernel on ``stream``)."""
-    return _binary("add", x1, x2, out, stream)
+def _fast_binary(op: str, doc: Optional[str]) -> Any:
+    """``op`` as a module function whose first lines are ``_binary``'s fast path, so a
+    launch with ``out=`` costs one Python call (the closure reads its constants as cells)."""
+    launch, DA = _npurt._binary, DeviceArray
+
+    def f(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
+        if out.__class__ is DA and x1.__class__ is DA:
+            c2 = x2.__class__
+            if c2 is DA:
+                launch(op, x1._a, x2._a, out._a, stream)
+                return out
+            if c2 is int or (c2 is float and x1._a.is_float):
+                launch(op, x1._a, x2, out._a, stream)
+                return out
+        return _binary(op, x1, x2, out, stream)
+
+    f.__name__ = f.__qualname__ = op
+    f.__doc__ = doc
+    return f
 
 
-def subtract(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    return _binary("subtract", x1, x2, out, stream)
-
-
-def multiply(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    return _binary("multiply", x1, x2, out, stream)
+add = _fast_binary("add", """``x1 + x2`` with numpy broadcasting (a kernel on ``stream``).""")
+subtract = _fast_binary("subtract", None)
+multiply = _fast_binary("multiply", None)
+maximum = _fast_binary("maximum", None)
+minimum = _fast_binary("minimum", None)
 
 
 def divide(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
     """True division; integer arrays are cast to float32 first."""
     return _binary("divide", x1, x2, out, stream)
-
-
-def maximum(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    return _binary("maximum", x1, x2, out, stream)
-
-
-def minimum(x1: Any, x2: Any, out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    return _binary("minimum", x1, x2, out, stream)
 
 
 def _unary(op: str, x: Any, out: Any, stream: Any) -> DeviceArray:

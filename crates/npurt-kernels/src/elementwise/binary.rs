@@ -7,7 +7,10 @@ struct BinaryKernel {
     a: Src,
     b: Src,
     out: TensorView,
-    it: Strided<3>,
+    /// Elements of `out`. The collapsed iteration ([`Strided`]) is built by each block, on
+    /// the worker: building it at launch cost the submitting thread about a third of a
+    /// tiny launch (callgrind), and a block of any size pays it once.
+    numel: usize,
 }
 
 /// A checked operand as the kernel holds it: a view already broadcast to the output's
@@ -113,16 +116,15 @@ pub fn binary(
     }
     let a = operand(name, "a", a, out)?;
     let b = operand(name, "b", b, out)?;
-    let nd = out.ndim();
-    let it = Strided::new(out.shape(), [out.strides(), &a.strides(nd), &b.strides(nd)]);
-    let blocks = blocks_for(it.numel(), GRAIN_ELEMENTWISE, cores);
+    let numel = out.numel();
+    let blocks = blocks_for(numel, GRAIN_ELEMENTWISE, cores);
     Ok((
         Arc::new(BinaryKernel {
             op,
             a,
             b,
             out: out.clone(),
-            it,
+            numel,
         }),
         blocks,
     ))
@@ -147,7 +149,7 @@ fn min_nan(a: f32, b: f32) -> f32 {
 
 impl BinaryKernel {
     #[inline(always)]
-    fn map<T: Elem>(&self, s: usize, e: usize, f: impl Fn(T, T) -> T) {
+    fn map<T: Elem>(&self, it: &Strided<3>, s: usize, e: usize, f: impl Fn(T, T) -> T) {
         // A scalar operand is read through a zero stride from a local copy.
         let (va, vb) = (self.scalar::<T>(&self.a), self.scalar::<T>(&self.b));
         let ptr = |src: &Src, v: &T| match src {
@@ -159,7 +161,7 @@ impl BinaryKernel {
         // or disjoint from them; every view lies in its memory, kept alive by the kernel);
         // a scalar's pointer is to a local that outlives the call and is only read, at
         // stride 0; blocks get disjoint output ranges.
-        unsafe { map2(&self.it, self.out.ptr::<T>(), pa, pb, s, e, f) }
+        unsafe { map2(it, self.out.ptr::<T>(), pa, pb, s, e, f) }
     }
 
     #[inline(always)]
@@ -171,12 +173,12 @@ impl BinaryKernel {
     }
 
     /// [`BinaryKernel::run`] on the elementwise family's ISA path.
-    fn run_best<T: Elem>(&self, s: usize, e: usize) {
-        crate::isa::isa_call!(crate::isa::path(crate::isa::Family::Elementwise), BinaryKernel, self, run::<T: Elem>(s: usize, e: usize))
+    fn run_best<T: Elem>(&self, it: &Strided<3>, s: usize, e: usize) {
+        crate::isa::isa_call!(crate::isa::path(crate::isa::Family::Elementwise), BinaryKernel, self, run::<T: Elem>(it: &Strided<3>, s: usize, e: usize))
     }
 
     #[inline(always)]
-    fn run<T: Elem>(&self, s: usize, e: usize) {
+    fn run<T: Elem>(&self, it: &Strided<3>, s: usize, e: usize) {
         use BinaryOp::*;
         let d = T::DTYPE;
         #[inline(always)]
@@ -189,26 +191,26 @@ impl BinaryKernel {
         }
         if d.is_float() {
             match self.op {
-                Add => self.map(s, e, fl::<T>(|x, y| x + y)),
-                Sub => self.map(s, e, fl::<T>(|x, y| x - y)),
-                Mul => self.map(s, e, fl::<T>(|x, y| x * y)),
-                Div => self.map(s, e, fl::<T>(|x, y| x / y)),
-                Maximum => self.map(s, e, fl::<T>(max_nan)),
-                Minimum => self.map(s, e, fl::<T>(min_nan)),
+                Add => self.map(it, s, e, fl::<T>(|x, y| x + y)),
+                Sub => self.map(it, s, e, fl::<T>(|x, y| x - y)),
+                Mul => self.map(it, s, e, fl::<T>(|x, y| x * y)),
+                Div => self.map(it, s, e, fl::<T>(|x, y| x / y)),
+                Maximum => self.map(it, s, e, fl::<T>(max_nan)),
+                Minimum => self.map(it, s, e, fl::<T>(min_nan)),
             }
         } else if d == DType::Bool {
             match self.op {
-                Add | Maximum => self.map(s, e, int::<T>(|x, y| x | y)),
-                Mul | Minimum => self.map(s, e, int::<T>(|x, y| x & y)),
+                Add | Maximum => self.map(it, s, e, int::<T>(|x, y| x | y)),
+                Mul | Minimum => self.map(it, s, e, int::<T>(|x, y| x & y)),
                 Sub | Div => unreachable!("rejected at launch"),
             }
         } else {
             match self.op {
-                Add => self.map(s, e, int::<T>(i64::wrapping_add)),
-                Sub => self.map(s, e, int::<T>(i64::wrapping_sub)),
-                Mul => self.map(s, e, int::<T>(i64::wrapping_mul)),
-                Maximum => self.map(s, e, int::<T>(i64::max)),
-                Minimum => self.map(s, e, int::<T>(i64::min)),
+                Add => self.map(it, s, e, int::<T>(i64::wrapping_add)),
+                Sub => self.map(it, s, e, int::<T>(i64::wrapping_sub)),
+                Mul => self.map(it, s, e, int::<T>(i64::wrapping_mul)),
+                Maximum => self.map(it, s, e, int::<T>(i64::max)),
+                Minimum => self.map(it, s, e, int::<T>(i64::min)),
                 Div => unreachable!("rejected at launch"),
             }
         }
@@ -220,10 +222,16 @@ impl Kernel for BinaryKernel {
         self.op.name()
     }
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
-        let (s, e) = split_aligned(blk, self.it.numel(), ALIGN);
+        let (s, e) = split_aligned(blk, self.numel, ALIGN);
         if s < e {
-            dispatch_dtype!(self.out.dtype(), T => self.run_best::<T>(s, e));
+            let out = &self.out;
+            let nd = out.ndim();
+            let it = Strided::new(out.shape(), [out.strides(), &self.a.strides(nd), &self.b.strides(nd)]);
+            dispatch_dtype!(out.dtype(), T => self.run_best::<T>(&it, s, e));
         }
         Ok(())
+    }
+    fn is_tiny(&self) -> bool {
+        self.numel <= crate::plan::TINY_ELEMENTS
     }
 }
