@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use npurt_core::{registry, BlockCtx, Engine, ErrorKind, Kernel, KernelFault};
+use npurt_core::{registry, Engine, ErrorKind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -350,58 +350,4 @@ fn profiler_hook_sees_every_task_with_ordered_times() {
     assert_eq!(seqs, vec![0, 1, 2]);
     assert_eq!(recs[1].spans.iter().map(|c| c.blocks).sum::<u32>(), 3);
     s.destroy(false).unwrap();
-}
-
-/// A gate kernel: blocks its core until opened; not tiny.
-struct Gate(Arc<std::sync::atomic::AtomicBool>);
-
-impl Kernel for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-    fn run_block(&self, _b: BlockCtx) -> Result<(), KernelFault> {
-        while !self.0.load(std::sync::atomic::Ordering::Acquire) {
-            std::thread::yield_now();
-        }
-        Ok(())
-    }
-}
-
-/// Tiny kernels on a stream, then a long kernel on another: the worker that held the first
-/// stream gives it back before the long kernel, so the first stream's new work runs on the
-/// other worker meanwhile (a held stream never waits on a busy worker).
-#[test]
-fn held_streams_do_not_wait_for_a_long_kernel() {
-    let c = ctx(0);
-    let (a, b) = (c.create_stream(0).unwrap(), c.create_stream(0).unwrap());
-    let empty: Arc<dyn Kernel> = Arc::new(Tiny);
-    for _ in 0..20 {
-        for _ in 0..100 {
-            b.launch(empty.clone(), 1).unwrap();
-        }
-        b.synchronize(None).unwrap(); // b is now held by the worker that drained it
-        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        a.launch(Arc::new(Gate(open.clone())), 1).unwrap();
-        b.launch(empty.clone(), 1).unwrap();
-        let done = b.synchronize(Some(Duration::from_secs(20)));
-        open.store(true, std::sync::atomic::Ordering::Release);
-        a.synchronize(None).unwrap();
-        done.expect("a tiny kernel waited for another stream's long kernel");
-    }
-    a.destroy(false).unwrap();
-    b.destroy(false).unwrap();
-}
-
-struct Tiny;
-
-impl Kernel for Tiny {
-    fn name(&self) -> &str {
-        "tiny"
-    }
-    fn run_block(&self, _b: BlockCtx) -> Result<(), KernelFault> {
-        Ok(())
-    }
-    fn is_tiny(&self) -> bool {
-        true
-    }
 }

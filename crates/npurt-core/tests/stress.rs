@@ -1,5 +1,4 @@
-//! 8 threads × 64 streams × 10^6 tasks: nothing lost, each thread's order kept per stream;
-//! again with tiny kernels (the workers then hold drained streams) mixed with others.
+//! 8 threads × 64 streams × 10^6 tasks: nothing lost, each thread's order kept per stream.
 
 mod common;
 
@@ -22,7 +21,6 @@ struct Tick {
     ledger: Arc<Ledger>,
     slot: usize,
     seq: u64,
-    tiny: bool,
 }
 
 impl Kernel for Tick {
@@ -36,24 +34,10 @@ impl Kernel for Tick {
         }
         Ok(())
     }
-    fn is_tiny(&self) -> bool {
-        self.tiny
-    }
 }
 
 #[test]
 fn stress_many_threads_many_streams() {
-    stress(|_| false);
-}
-
-/// Most kernels tiny (workers hold the streams they drain), every 16th not (they give them
-/// back): the hand-overs between held, ready and idle lose and reorder nothing.
-#[test]
-fn stress_held_streams() {
-    stress(|seq| seq % 16 != 0);
-}
-
-fn stress(tiny: fn(u64) -> bool) {
     let c = ctx(0);
     let streams: Vec<Stream> = (0..STREAMS).map(|i| c.create_stream((i % 8) as i64).unwrap()).collect();
     let ledger = Arc::new(Ledger {
@@ -73,7 +57,6 @@ fn stress(tiny: fn(u64) -> bool) {
                         ledger: ledger.clone(),
                         slot: si * THREADS + t,
                         seq: seq[si],
-                        tiny: tiny(seq[si]),
                     };
                     streams[si].launch(Arc::new(k), 1).unwrap();
                 }

@@ -10,7 +10,6 @@
 
 mod engine;
 pub(crate) mod extwait;
-mod held;
 mod job;
 mod notifier;
 mod state;

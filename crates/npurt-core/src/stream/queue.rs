@@ -114,13 +114,6 @@ impl<T> TaskQueue<T> {
         Some(value)
     }
 
-    /// Tasks queued (claimed by producers, not yet popped); only the consumer's view is
-    /// exact.
-    #[inline]
-    pub(crate) fn len(&self) -> u64 {
-        self.tail.load(Relaxed).saturating_sub(self.head.load(Relaxed))
-    }
-
     /// True when no written value is waiting at the head.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
