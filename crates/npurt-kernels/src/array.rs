@@ -306,6 +306,9 @@ pub fn launch(
     }
     out.check_on(s, "output array")?;
     let (kernel, blocks) = build(cores_hint())?;
+    if crate::replay::capture(&kernel, blocks, inputs) {
+        return Ok(None); // recorded for a replay (replay.rs), not queued
+    }
     // The implicit waits never block here (the caller may hold the GIL, and a full ring may
     // be waiting for host callbacks that need it): a wait that finds the ring full defers
     // it and everything after it to `finish_launch`. No allocation unless that happens.

@@ -50,6 +50,7 @@ pub mod philox;
 pub mod plan;
 mod random;
 mod reduce;
+pub mod replay;
 mod tensor;
 
 /// The `half` crate (f16/bf16 element types).

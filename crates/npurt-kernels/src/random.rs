@@ -80,6 +80,7 @@ struct RandomKernel {
 /// rejected call leaves the generator as it was.
 pub fn random(dist: Distribution, gen: &Generator, out: &TensorView, cores: u32) -> Result<Launch, KernelArgError> {
     check_out(&dist, out)?;
+    crate::replay::taint("random draws (a replay would repeat the generator offsets reserved here)");
     let (seed, first) = gen.reserve(blocks_needed(out.numel()));
     Ok(random_at(dist, seed, first, out, cores))
 }

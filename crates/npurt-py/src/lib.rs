@@ -29,6 +29,7 @@ mod operand;
 mod profiler;
 mod profmem;
 mod pybuf;
+mod replay;
 mod runtime;
 mod shared;
 mod stream;
@@ -72,5 +73,6 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     array::register(m)?;
     profiler::register(m)?;
     logs::register(m)?;
-    profmem::register(m)
+    profmem::register(m)?;
+    replay::register(m)
 }

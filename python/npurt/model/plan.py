@@ -3,23 +3,39 @@ inputs used as shape parameters), with its memory plan, and the executor that ru
 
 Building walks the nodes in order: a node whose inputs are all known is evaluated on the
 host (shape arithmetic), any other is lowered to steps. Graph outputs get their own
-arrays; intermediates share one workspace per run at the offsets of the memory plan. A
-plan is immutable once built: many threads run it at once, each run with its own
-workspace and outputs (from the caching pool) and the same weights.
+arrays; intermediates share one workspace at the offsets of the memory plan. A plan is
+immutable once built: many threads run it at once, each run with its own workspace and
+outputs (from the caching pool) and the same weights.
+
+Running: the first run on an idle plan executes the steps once with the kernel launches
+*captured* (``npurt_kernels::replay``) into an instance: the launch list bound to its own
+inputs, outputs and workspace. Later runs replay an idle instance in one native call (its
+inputs copied in, the kernels pushed, its outputs copied into the run's), with no
+per-step Python, shape work or allocation; when every instance is busy another is
+recorded (at most ``MAX_INSTANCES``, then the steps run one by one). A plan whose steps
+cannot be replayed (random draws) runs step by step; ``NPURT_MODEL_REPLAY=0`` turns
+replay off.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from .. import _npurt
 from ..array import DeviceArray, empty
 from ..exceptions import InvalidTypeError, InvalidValueError
 from . import dtypes, memplan, ops
 from .graph import NEVER_FOLD, Graph, host_eval
 from .ir import Ctx, Slot, Step, Val
 from .ops import copy_into, need_dtype
+
+# Instances per plan: each holds its own workspace, inputs and outputs (from the caching
+# pool) while the model lives; more concurrent runs than this take the step-by-step path.
+MAX_INSTANCES = 64
+_REPLAY = os.environ.get("NPURT_MODEL_REPLAY", "1") != "0"
 
 
 def _strides(shape: Sequence[int]) -> List[int]:
@@ -59,12 +75,66 @@ class Plan:
                 self._outs.append((i, s.shape, s.dtype))
         self._outs.sort(key=lambda o: slots[o[0]].index)
         self.output_shapes = [(o[1], o[2]) for o in self._outs]
+        # Recorded launch lists (None: replay is off, ``replay_off`` says why).
+        self.replay_off: Optional[str] = None if _REPLAY else "NPURT_MODEL_REPLAY=0"
+        self._replay: Any = _npurt._Replay() if _REPLAY else None
 
     @property
     def steps(self) -> int:
         return len(self._steps)
 
-    def run(self, inputs: Sequence[DeviceArray], outputs: Optional[Sequence[Optional[DeviceArray]]], stream: Any, device: int) -> List[DeviceArray]:
+    def run(self, inputs: Sequence[Optional[DeviceArray]], outputs: Optional[Sequence[Optional[DeviceArray]]], stream: Any, device: int, replay: bool = True) -> List[DeviceArray]:
+        """Queues one run on ``stream``. With ``replay`` (and a replayable plan) an idle
+        recorded instance is replayed (one native call; a new instance is recorded when all
+        are busy, up to ``MAX_INSTANCES``); otherwise the steps run one by one."""
+        res = self._outputs(outputs, device)
+        rp = self._replay if replay else None
+        if rp is not None:
+            ins, outs = [a._a for a in inputs], [o._a for o in res]
+            if rp.run(stream, ins, outs) or (self._record(rp, stream, device) and rp.run(stream, ins, outs)):
+                return res
+        self._execute(inputs, res, stream, device)
+        return res
+
+    @property
+    def instances(self) -> int:
+        """How many recorded instances (launch lists with their own workspace) exist."""
+        rp = self._replay
+        return 0 if rp is None else rp.instances
+
+    def _outputs(self, outputs: Optional[Sequence[Optional[DeviceArray]]], device: int) -> List[DeviceArray]:
+        res = []
+        for j, (_slot, shape, dt) in enumerate(self._outs):
+            given = outputs[j] if outputs is not None else None
+            if given is None:
+                given = empty(shape, dt, device=device)
+            elif not isinstance(given, DeviceArray):
+                raise InvalidTypeError(f"output {j} must be an npurt.DeviceArray, not {type(given).__name__}")
+            elif given.shape != tuple(shape) or given.dtype_name != dt or not given.is_contiguous:
+                raise InvalidValueError(f"output {j}: expected a contiguous {dt} array of shape {tuple(shape)}, got {given.dtype_name} {given.shape}")
+            res.append(given)
+        return res
+
+    def _record(self, rp: Any, stream: Any, device: int) -> bool:
+        """Runs the steps once with launches captured into a new instance (its own inputs,
+        outputs and workspace); False when at the cap or the plan cannot be replayed."""
+        if rp.instances >= MAX_INSTANCES:
+            return False
+        ins: List[Optional[DeviceArray]] = [None if i < 0 else empty(self.slots[i].shape, self.slots[i].dtype, device=device) for i in self._inputs]
+        outs = [empty(shape, dt, device=device) for _slot, shape, dt in self._outs]
+        _npurt._replay_begin(stream)
+        try:
+            self._execute(ins, outs, stream, device)
+        except BaseException:
+            _npurt._replay_abort()
+            raise
+        why = rp.add([None if a is None else a._a for a in ins], [o._a for o in outs])
+        if why is not None:
+            self._replay, self.replay_off = None, why
+            return False
+        return True
+
+    def _execute(self, inputs: Sequence[Optional[DeviceArray]], res: Sequence[DeviceArray], stream: Any, device: int) -> None:
         env = list(self._template)
         for slot, arr in zip(self._inputs, inputs, strict=False):
             if slot >= 0:
@@ -76,22 +146,12 @@ class Plan:
         else:
             for slot, _off, dt, shape, _st in self._ws:
                 env[slot] = empty(shape, dt, device=device)
-        res = []
-        for j, (slot, shape, dt) in enumerate(self._outs):
-            given = outputs[j] if outputs is not None else None
-            if given is None:
-                given = empty(shape, dt, device=device)
-            elif not isinstance(given, DeviceArray):
-                raise InvalidTypeError(f"output {j} must be an npurt.DeviceArray, not {type(given).__name__}")
-            elif given.shape != tuple(shape) or given.dtype_name != dt or not given.is_contiguous:
-                raise InvalidValueError(f"output {j}: expected a contiguous {dt} array of shape {tuple(shape)}, got {given.dtype_name} {given.shape}")
+        for (slot, _shape, _dt), given in zip(self._outs, res, strict=False):
             env[slot] = given
-            res.append(given)
         for slot, base, shape in self._views:
             env[slot] = env[base].reshape(shape)
         for fn, ins, outs in self._steps:
             fn([env[i] for i in ins], [env[o] for o in outs], stream)
-        return res
 
 
 def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[str], input_value: Callable[[int], np.ndarray], upload: Callable[[np.ndarray, str], Any]) -> Plan:

@@ -1,0 +1,121 @@
+"""Plan replay (``npurt_kernels::replay`` through ``Plan.run``): a recorded instance gives
+bitwise the results of the step-by-step path, instances are reused once their run
+completed and added while all are busy, and concurrent runs from several threads on
+their own streams each get their own instance."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+sys.path.insert(0, os.path.dirname(__file__))
+import builders  # noqa: E402
+import npurt  # noqa: E402
+
+MODELS = {
+    "mlp": (lambda: builders.mlp(), (5, 16)),
+    "transformer": (lambda: builders.transformer_block(), (2, 7, 32)),
+    "conv_net": (lambda: builders.conv_net(), (2, 3, 16, 16)),
+}
+
+
+def _load(name):
+    build, shape = MODELS[name]
+    proto, ref = build()
+    return npurt.Model.load(proto), ref, shape
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_replay_is_bitwise_the_step_path(name):
+    m, ref, shape = _load(name)
+    rng = np.random.default_rng(5)
+    s = npurt.Stream()
+    for _ in range(3):
+        x = npurt.to_device(rng.standard_normal(shape).astype(np.float32))
+        plan = m.plan(x)
+        (want,) = plan.run([x], None, s, m.device, replay=False)
+        (got,) = plan.run([x], None, s, m.device)
+        s.synchronize()
+        assert plan.replay_off is None, plan.replay_off
+        np.testing.assert_array_equal(got.to_host(), want.to_host())
+        np.testing.assert_allclose(got.to_host(), ref(x.to_host()), rtol=2e-4, atol=2e-5)
+    assert plan.instances == 1  # each run completed before the next: one instance reused
+
+
+def test_busy_instances_add_more_and_outputs_are_the_callers():
+    m, ref, shape = _load("transformer")
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(6)]
+    s = npurt.Stream()
+    npurt.kernels.busy(0.03, stream=s)  # the runs queue behind it: every instance stays busy
+    given = npurt.empty((2, 7, 32))
+    outs = [m.run_async([x], stream=s)[0] for x in xs[:-1]] + [m.run_async([xs[-1]], outputs=[given], stream=s)[0]]
+    assert outs[-1] is given
+    s.synchronize()
+    plan = m.plan(xs[0])
+    assert 2 <= plan.instances <= len(xs)
+    for x, y in zip(xs, outs, strict=True):
+        np.testing.assert_allclose(y.to_host(), ref(x), rtol=2e-4, atol=2e-5)
+    assert len({id(y) for y in outs}) == len(outs)
+
+
+def test_four_threads_on_four_streams_share_one_model():
+    m, ref, shape = _load("transformer")
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(4)]
+    want = [ref(x) for x in xs]
+    errors = []
+    barrier = threading.Barrier(4)
+
+    def worker(k):
+        try:
+            s = npurt.Stream()
+            xd = npurt.to_device(xs[k], stream=s)
+            barrier.wait(10)
+            for _ in range(5):
+                ys = [m.run_async([xd], stream=s)[0] for _ in range(3)]
+                s.synchronize()
+                for y in ys:
+                    np.testing.assert_allclose(y.to_host(), want[k], rtol=2e-4, atol=2e-5)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert not errors, errors[0]
+    assert 1 <= m.plan(xs[0]).instances <= 12
+
+
+def test_an_input_written_on_another_stream_is_waited_for():
+    m, ref, shape = _load("mlp")
+    x = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+    s1, s2 = npurt.Stream(), npurt.Stream()
+    m.run(x, stream=s2)  # the first run records the instance
+    xd = npurt.empty(shape)
+    npurt.kernels.busy(0.03, stream=s1)
+    xd.copy_(x, stream=s1)  # written late on s1
+    (y,) = m.run_async([xd], stream=s2)
+    np.testing.assert_allclose(y.to_host(), ref(x), rtol=1e-5, atol=1e-6)
+
+
+def test_replay_can_be_turned_off(tmp_path):
+    import subprocess
+
+    code = (
+        "import sys; sys.path.insert(0, %r); import builders, npurt, numpy as np\n"
+        "m = npurt.Model.load(builders.mlp()[0])\n"
+        "x = np.ones((2, 16), np.float32); m(x); p = m.plan(x)\n"
+        "print(p.instances, p.replay_off)\n"
+    ) % os.path.dirname(__file__)
+    env = dict(os.environ, NPURT_MODEL_REPLAY="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "NPURT_MODEL_REPLAY=0"]
