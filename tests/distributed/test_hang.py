@@ -121,3 +121,17 @@ def test_hccl_exec_timeout_is_the_default_deadline():
     p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "timed out after 0.250s" in p.stdout and "rank(s) 1 never arrived" in p.stdout, p.stdout
+
+
+def test_timeout_errors_name_the_ranks_that_arrived_or_a_stalled_exchange():
+    """The one formatter (Rust) fills in who arrived from the world size, and a timeout with
+    nobody missing is a stalled data exchange, still a CollectiveTimeoutError."""
+    from npurt.distributed._backend import collective_error
+
+    late = collective_error("timeout", "all_reduce(float32 x 4, sum)", 5, [1, 3], "2.0", 0, 4)
+    assert isinstance(late, npurt.CollectiveTimeoutError)
+    assert "rank(s) 1, 3 never arrived (arrived: 0, 2)" in str(late), str(late)
+    stalled = collective_error("timeout", "all_reduce(float32 x 4, sum)", 5, [], "2.0", 2, 3)
+    assert isinstance(stalled, npurt.CollectiveTimeoutError)
+    assert "every rank arrived (0, 1, 2) but the data exchange did not finish" in str(stalled), str(stalled)
+    assert "#5" in str(stalled) and "rank 2" in str(stalled)

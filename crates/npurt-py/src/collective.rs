@@ -245,11 +245,21 @@ fn _comm_shm_join(
 
 /// The exception for a collective failure, with the engine's wording: `kind` is
 /// `timeout`, `desync`, `rank_failed`, `param` or `internal`; `ranks` the missing ranks
-/// (timeout) or the failed rank; `detail` the timeout in seconds (timeout) or the text.
+/// (timeout) or the failed rank; `detail` the timeout in seconds (timeout) or the text;
+/// `world` (0: unknown) lets a timeout name the ranks that arrived.
 #[pyfunction]
-#[pyo3(signature = (kind, op, seq, ranks, detail="", rank=0))]
-fn _collective_error(kind: &str, op: &str, seq: u64, ranks: Vec<u32>, detail: &str, rank: u32) -> PyResult<Py<PyAny>> {
-    let e = CollectiveError::from_parts(kind, op, seq, rank, &ranks, detail)
+#[pyo3(signature = (kind, op, seq, ranks, detail="", rank=0, world=0))]
+#[allow(clippy::too_many_arguments)]
+fn _collective_error(
+    kind: &str,
+    op: &str,
+    seq: u64,
+    ranks: Vec<u32>,
+    detail: &str,
+    rank: u32,
+    world: u32,
+) -> PyResult<Py<PyAny>> {
+    let e = CollectiveError::from_parts(kind, op, seq, rank, &ranks, detail, world)
         .ok_or_else(|| value_error(format!("unknown collective error kind {kind:?}")))?;
     Python::attach(|py| Ok(coll_err(e).into_value(py).into_any()))
 }

@@ -64,15 +64,16 @@ def hccl_count(kind: str, send: Any, recv: Any, size: int) -> int:
 
 
 def collective_error(
-    kind: str, op: str, seq: int, ranks: Sequence[int] = (), detail: str = "", rank: int = 0
+    kind: str, op: str, seq: int, ranks: Sequence[int] = (), detail: str = "", rank: int = 0, world: int = 0
 ) -> BaseException:
     """The exception for a failed collective, worded by the engine: ``kind`` is
     ``"timeout"`` (``ranks``: the missing ranks, ``detail``: the timeout in seconds),
     ``"desync"`` (``detail``: who called what), ``"rank_failed"`` (``ranks[0]`` the failed
     rank, ``detail``: what happened, e.g. ``"died (pid 42)"``), ``"param"`` or
     ``"internal"``; ``op`` names the collective (``"all_reduce(float32 x 4, sum)"``);
-    ``rank`` is the rank reporting it."""
-    return _npurt._collective_error(kind, op, int(seq), [int(r) for r in ranks], detail, int(rank))
+    ``rank`` is the rank reporting it; ``world`` (0: unknown) lets a timeout name the ranks
+    that did arrive (and a timeout with none missing say the data exchange stalled)."""
+    return _npurt._collective_error(kind, op, int(seq), [int(r) for r in ranks], detail, int(rank), int(world))
 
 
 class Work:

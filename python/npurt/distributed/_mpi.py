@@ -24,10 +24,9 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from .. import _npurt
 from . import _mpi_ops as ops
-from ._backend import Backend, Work, hccl_count
+from ._backend import Backend, Work, collective_error, hccl_count
 from ._group import register_backend
 from ._mpi_comm import Call, MpiComm
-from ._mpi_errors import collective_error
 from ._mpi_load import load_mpi
 
 __all__ = ["MpiBackend", "MpiWork", "mpi_world", "select_hccl_backend"]
@@ -110,7 +109,9 @@ class MpiBackend(Backend):
         t = math.inf if t <= 0 else t  # 0: no deadline (HCCL_EXEC_TIMEOUT=0)
         peer = int(root) if p2p else -1
         header_count = count * self.size if kind in ("reduce_scatter", "all_to_all") else count
-        call = Call(kind, seq, dtype, header_count, int(op), int(root), _bytes(send), _bytes(recv), peer, t)
+        send_mv = _bytes(send)
+        recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
+        call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
         work = MpiWork(call, self.comm)
         keep = (send, recv)  # the arrays stay alive until the task ran
 

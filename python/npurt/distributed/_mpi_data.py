@@ -54,11 +54,11 @@ def start(comm: Any, c: Any) -> Tuple[Any, Finish]:
         return _start_host(comm, c)
     dt, op = ops.mpi_datatype(MPI, c.dtype), ops.mpi_op(MPI, c.op)
     if k == "all_reduce":
-        send = MPI.IN_PLACE if _addr(c.send) == _addr(c.recv) else [c.send, c.count, dt]
+        send = MPI.IN_PLACE if c.send is c.recv or _addr(c.send) == _addr(c.recv) else [c.send, c.count, dt]
         return d.Iallreduce(send, [c.recv, c.count, dt], op=op), _avg(c, n)
     if k == "reduce":
         root = comm.rank == c.root
-        if root and _addr(c.send) == _addr(c.recv):
+        if root and (c.send is c.recv or _addr(c.send) == _addr(c.recv)):
             send: Any = MPI.IN_PLACE
         else:
             send = [c.send, c.count, dt]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 from typing import Any, Optional
 
 from ..exceptions import UnavailableError
@@ -20,6 +21,11 @@ def load_mpi() -> Any:
     try:
         import mpi4py
 
+        # libnbc's default MPI_Iallreduce for in-place buffers (torch's shape) is a binomial
+        # reduce + broadcast: 4 MiB on 2 ranks 1.8-2.6 ms against 0.6 ms for the blocking
+        # call; Rabenseifner's reduce-scatter + all-gather gives 0.8 ms. The user's own
+        # setting (environment, mpirun -x / --mca) wins.
+        os.environ.setdefault("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3")
         mpi4py.rc.thread_level = "multiple"
         mpi4py.rc.finalize = False  # _at_exit decides
         from mpi4py import MPI

@@ -102,6 +102,19 @@ pub enum CollectiveError {
         missing: Ranks,
         arrived: Ranks,
     },
+    /// Every rank arrived, but the data exchange did not finish before the deadline (a
+    /// transport that stalled, or a rank that stopped inside the exchange).
+    #[error(
+        "{op} (collective #{seq}) timed out after {secs:.3}s on rank {rank}: every rank arrived ({arrived}) \
+         but the data exchange did not finish"
+    )]
+    Stalled {
+        op: String,
+        seq: u64,
+        rank: u32,
+        secs: f64,
+        arrived: Ranks,
+    },
     /// Ranks called different collectives (or sizes, dtypes, ops, roots) at the same seq.
     #[error("collective desync at #{seq}: {detail}")]
     Desync { seq: u64, detail: String },
@@ -133,7 +146,7 @@ impl CollectiveError {
     pub fn code(&self) -> HcclResult {
         match self {
             Self::Param { .. } => HcclResult::E_PARA,
-            Self::Timeout { .. } => HcclResult::E_TIMEOUT,
+            Self::Timeout { .. } | Self::Stalled { .. } => HcclResult::E_TIMEOUT,
             Self::Desync { .. } => HcclResult::E_PARA,
             Self::RankFailed { .. } => HcclResult::E_REMOTE,
             Self::Aborted { cause, .. } => match cause {
@@ -149,7 +162,7 @@ impl CollectiveError {
     pub fn class_name(&self) -> &'static str {
         match self {
             Self::Param { .. } | Self::Internal { .. } => "CollectiveError",
-            Self::Timeout { .. } => "CollectiveTimeoutError",
+            Self::Timeout { .. } | Self::Stalled { .. } => "CollectiveTimeoutError",
             Self::Desync { .. } => "CollectiveDesyncError",
             Self::RankFailed { .. } => "RankFailedError",
             Self::Aborted { cause, .. } => match cause {
@@ -175,18 +188,42 @@ impl CollectiveError {
     }
 
     /// The error a front builds by name (`_npurt._collective_error(kind, op, seq, ranks,
-    /// detail)`): `kind` is `timeout`, `desync`, `rank_failed`, `param` or `internal`.
-    /// `ranks` are the missing ranks (timeout) or the failed rank (first entry).
-    pub fn from_parts(kind: &str, op: &str, seq: u64, rank: u32, ranks: &[u32], detail: &str) -> Option<Self> {
+    /// detail, rank, world)`): `kind` is `timeout`, `desync`, `rank_failed`, `param` or
+    /// `internal`. `ranks` are the missing ranks (timeout) or the failed rank (first
+    /// entry); `world` (0: unknown) gives the ranks that arrived. A timeout with no rank
+    /// missing in a known world is [`Self::Stalled`].
+    pub fn from_parts(
+        kind: &str,
+        op: &str,
+        seq: u64,
+        rank: u32,
+        ranks: &[u32],
+        detail: &str,
+        world: u32,
+    ) -> Option<Self> {
         Some(match kind {
-            "timeout" => Self::Timeout {
-                op: op.into(),
-                seq,
-                rank,
-                secs: detail.parse().unwrap_or(0.0),
-                missing: Ranks(ranks.to_vec()),
-                arrived: Ranks(Vec::new()),
-            },
+            "timeout" => {
+                let (op, secs) = (op.to_string(), detail.parse().unwrap_or(0.0));
+                let arrived = Ranks((0..world).filter(|r| !ranks.contains(r)).collect());
+                if ranks.is_empty() && world > 0 {
+                    Self::Stalled {
+                        op,
+                        seq,
+                        rank,
+                        secs,
+                        arrived,
+                    }
+                } else {
+                    Self::Timeout {
+                        op,
+                        seq,
+                        rank,
+                        secs,
+                        missing: Ranks(ranks.to_vec()),
+                        arrived,
+                    }
+                }
+            }
             "desync" => Self::Desync {
                 seq,
                 detail: detail.into(),
@@ -229,9 +266,22 @@ mod tests {
         );
         assert_eq!(e.code().code, 9);
         assert_eq!(e.class_name(), "CollectiveTimeoutError");
-        let d = CollectiveError::from_parts("rank_failed", "broadcast", 3, 0, &[1], "died (pid 42)").unwrap();
+        let d = CollectiveError::from_parts("rank_failed", "broadcast", 3, 0, &[1], "died (pid 42)", 0).unwrap();
         assert_eq!(d.code(), HcclResult::E_REMOTE);
         assert!(d.to_string().contains("rank 1 died (pid 42)"));
-        assert!(CollectiveError::from_parts("nope", "x", 0, 0, &[], "").is_none());
+        assert!(CollectiveError::from_parts("nope", "x", 0, 0, &[], "", 0).is_none());
+        let t = CollectiveError::from_parts("timeout", "all_reduce", 2, 0, &[1, 3], "1.5", 4).unwrap();
+        assert!(
+            t.to_string().contains("rank(s) 1, 3 never arrived (arrived: 0, 2)"),
+            "{t}"
+        );
+        let st = CollectiveError::from_parts("timeout", "all_reduce", 2, 1, &[], "1.5", 3).unwrap();
+        assert!(
+            st.to_string()
+                .contains("every rank arrived (0, 1, 2) but the data exchange did not finish"),
+            "{st}"
+        );
+        assert_eq!(st.class_name(), "CollectiveTimeoutError");
+        assert_eq!(st.code(), HcclResult::E_TIMEOUT);
     }
 }
