@@ -9,7 +9,8 @@ sleeps past the deadline before its all_reduce), ``exit`` (SLOW_RANK exits witho
 calling), ``hold`` (SLOW_RANK prints ``ready`` and waits to be SIGKILLed), ``desync``
 (SLOW_RANK calls broadcast instead of all_reduce), ``bits`` (a float32 all_reduce: the
 result's bytes as hex), ``hccl`` (HcclGetRootInfo through a file, HcclCommInitRootInfo,
-HcclAllReduce), ``chunks`` (collectives larger than a slot).
+HcclAllReduce), ``chunks`` (collectives larger than a slot), ``barriers`` (barriers back to
+back with small all_reduces between).
 """
 
 import json
@@ -63,6 +64,15 @@ def main(scenario: str) -> object:
                 ok &= np.array_equal(p.to_host(), np.arange(n, dtype=np.float32))
         dist.barrier()
         return bool(ok)
+    if scenario == "barriers":  # barriers back to back with small collectives between
+        for k in range(300):
+            dist.barrier()
+            if k % 3 == 0:
+                t = npurt.to_device(np.full(2, rank, np.float32))
+                dist.all_reduce(t)
+                if t.to_host().tolist() != [float(sum(range(world)))] * 2:
+                    return f"all_reduce {k}: {t.to_host().tolist()}"
+        return True
     if scenario == "bits":
         x = np.random.default_rng(rank).uniform(-1e4, 1e4, 4096).astype(np.float32)
         t = npurt.to_device(x)

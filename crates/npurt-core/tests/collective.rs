@@ -329,3 +329,33 @@ fn collectives_on_streams_of_one_device_never_wait_behind_each_other() {
     }
     assert!(bufs.iter().all(|b| b.iter().all(|&v| v == 3.0)));
 }
+
+#[test]
+fn barriers_back_to_back_never_look_like_a_desync() {
+    // A barrier has no data phase: a rank that passes it may start the next collective
+    // (overwriting its descriptor on the board) while a slower rank still compares the
+    // ranks' descriptors of the barrier. That must never read as a desync.
+    let out = ranks(3, Duration::from_secs(60), |r, c| {
+        for k in 0..2000u32 {
+            c.run(desc(CollKind::Barrier, 0, ReduceOp::Sum, 0), None, None, None)
+                .map_err(|e| format!("rank {r} barrier {k}: {e}"))?;
+            if k % 3 == 0 {
+                let mut x = vec![r as f32; 2];
+                c.run(
+                    desc(CollKind::AllReduce, 2, ReduceOp::Sum, 0),
+                    Some(region(&mut x)),
+                    Some(region(&mut x)),
+                    None,
+                )
+                .map_err(|e| format!("rank {r} all_reduce {k}: {e}"))?;
+                if x[0] != 3.0 {
+                    return Err(format!("rank {r} all_reduce {k}: {x:?}"));
+                }
+            }
+        }
+        Ok::<u64, String>(c.seq())
+    });
+    for (r, o) in out.iter().enumerate() {
+        assert!(o.is_ok(), "rank {r}: {o:?}");
+    }
+}

@@ -99,9 +99,9 @@ pub(crate) fn direct(rv: &mut Rendezvous<'_>, send: usize, recv: usize) -> CResu
         }
         CollKind::Barrier | CollKind::Send | CollKind::Recv => {}
     }
-    if d.kind != CollKind::Barrier {
-        rv.barrier()?;
-    }
+    // Also after a barrier: no rank may overwrite its board row with the next collective
+    // while another still compares the rows of this one (`check_desync`).
+    rv.barrier()?;
     Ok(())
 }
 
@@ -182,7 +182,9 @@ pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: 
                 rv.barrier()?;
             }
         }
-        CollKind::Barrier | CollKind::Send | CollKind::Recv => {}
+        // The closing barrier: see `direct`.
+        CollKind::Barrier => rv.barrier()?,
+        CollKind::Send | CollKind::Recv => {}
     }
     Ok(())
 }
