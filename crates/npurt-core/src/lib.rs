@@ -26,7 +26,7 @@
 //! The layers, bottom up; a module imports from its own layer or below:
 //!
 //! 1. base: [`error`] (with the [`AclCode`] table), [`config`], `clock`, `sync` (the
-//!    loom shim), `kernel`, [`profiler`], [`thread_role`], [`fault`] (test-only fault
+//!    loom shim), `futex` (the one futex, with its loom model), `kernel`, [`profiler`], [`thread_role`], [`fault`] (test-only fault
 //!    injection);
 //! 2. the stream's parts: `stream::{queue, sched_state, timeline, task}`;
 //! 3. the scheduler and what it schedules: `executor` ⇄ `stream` (the one inherent
@@ -68,6 +68,7 @@ mod context;
 mod device;
 mod event;
 mod executor;
+mod futex;
 mod ipc_error;
 mod kernel;
 mod lifecycle;

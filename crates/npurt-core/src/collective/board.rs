@@ -8,13 +8,17 @@
 //! Layout (`repr(C)`, 8-byte aligned, position-independent: no pointers into the block):
 //! `Header`, then `world` × `RankSlot`, then `world²` × `PairSlot`.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::*};
+use crate::sync::{AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::*;
 use std::time::Duration;
 
 pub(crate) const MAGIC: u64 = 0x6e70_7572_7443_4f4d; // "nprutCOM"
 /// Largest world size of `local` and `shm` communicators (the abort record's rank mask).
 pub const MAX_RANKS: u32 = 64;
+#[cfg(not(loom))]
 const TEXT_WORDS: usize = 64; // 512 bytes of abort detail
+#[cfg(loom)]
+const TEXT_WORDS: usize = 2; // (the models keep the state space small)
 
 /// Rank states on the board.
 pub(crate) const ST_EMPTY: u32 = 0;
@@ -73,7 +77,7 @@ pub(crate) struct PairSlot {
 }
 
 /// A published failure, as read back from the board.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AbortRecord {
     pub(crate) kind: u32,
     pub(crate) rank: u32,
@@ -86,7 +90,9 @@ pub(crate) struct AbortRecord {
 /// A view of a control block. It does not own the memory: the communicator keeps the
 /// block's owner (heap allocation or segment mapping) alive for as long as the board.
 pub(crate) struct Board {
-    base: *const u8,
+    header: *const Header,
+    ranks: *const RankSlot,
+    pairs: *const PairSlot,
     world: u32,
 }
 
@@ -113,45 +119,77 @@ impl Board {
     /// only accessed through atomics.
     pub(crate) unsafe fn new(base: *const u8, world: u32) -> Self {
         debug_assert_eq!(base as usize % 8, 0);
-        Board { base, world }
+        let w = world as usize;
+        let ranks = std::mem::size_of::<Header>();
+        let pairs = ranks + w * std::mem::size_of::<RankSlot>();
+        // SAFETY: both offsets lie inside the block (`bytes(world)`), by the contract.
+        let (r, p) = unsafe { (base.add(ranks), base.add(pairs)) };
+        Board {
+            header: base.cast(),
+            ranks: r.cast(),
+            pairs: p.cast(),
+            world,
+        }
     }
 
     pub(crate) fn header(&self) -> &Header {
         // SAFETY: `new`'s contract: the block is valid, aligned and starts with a Header.
-        unsafe { &*self.base.cast::<Header>() }
+        unsafe { &*self.header }
     }
 
     pub(crate) fn rank(&self, r: u32) -> &RankSlot {
         assert!(r < self.world);
-        let off = std::mem::size_of::<Header>() + r as usize * std::mem::size_of::<RankSlot>();
-        // SAFETY: `r < world`, so the slot lies inside the block (`bytes`); 8-aligned.
-        unsafe { &*self.base.add(off).cast::<RankSlot>() }
+        // SAFETY: `r < world`, so the slot lies inside the block (`new`); 8-aligned.
+        unsafe { &*self.ranks.add(r as usize) }
     }
 
     pub(crate) fn pair(&self, src: u32, dst: u32) -> &PairSlot {
         assert!(src < self.world && dst < self.world);
-        let w = self.world as usize;
-        let off = std::mem::size_of::<Header>()
-            + w * std::mem::size_of::<RankSlot>()
-            + (src as usize * w + dst as usize) * std::mem::size_of::<PairSlot>();
+        let i = src as usize * self.world as usize + dst as usize;
         // SAFETY: both ranks are < world, so the pair slot lies inside the block; 8-aligned.
-        unsafe { &*self.base.add(off).cast::<PairSlot>() }
+        unsafe { &*self.pairs.add(i) }
     }
 
     pub(crate) fn world(&self) -> u32 {
         self.world
     }
 
-    /// Bumps the futex word and wakes every waiter (in every process).
+    /// Publishes that rank `me` reached barrier phase `target` and wakes the waiters.
+    pub(crate) fn publish_phase(&self, me: u32, target: u64) {
+        self.rank(me).phase.store(target, Release);
+        self.wake();
+    }
+
+    /// Bumps the futex word and wakes every waiter (in every process). Called after every
+    /// change a waiter may wait for (a phase, a mailbox, the abort record).
     pub(crate) fn wake(&self) {
         let e = &self.header().epoch;
         e.fetch_add(1, Release);
-        futex_wake(e);
+        crate::futex::wake(e);
     }
 
     /// Sleeps until the futex word moves from `seen` or `max` passes.
     pub(crate) fn sleep(&self, seen: u32, max: Duration) {
-        futex_wait(&self.header().epoch, seen, max);
+        crate::futex::wait(&self.header().epoch, seen, max);
+    }
+
+    /// Waits until `done()`: reads the futex word, then checks `done`; if not done,
+    /// `idle(seen)` runs (spin, check deadlines and the abort record, or [`Self::sleep`]
+    /// on `seen`) and may end the wait with an error. Reading the word *before* the check
+    /// is what makes a sleep safe: a change made after the check also moved the word, so
+    /// the sleep returns at once.
+    pub(crate) fn wait_until<E>(
+        &self,
+        done: impl Fn() -> bool,
+        mut idle: impl FnMut(u32) -> Result<(), E>,
+    ) -> Result<(), E> {
+        loop {
+            let seen = self.header().epoch.load(Acquire);
+            if done() {
+                return Ok(());
+            }
+            idle(seen)?;
+        }
     }
 
     /// Publishes a failure unless one was published already; returns the record in force.
@@ -183,6 +221,9 @@ impl Board {
             if let Some(r) = self.aborted() {
                 return r;
             }
+            #[cfg(loom)]
+            loom::thread::yield_now();
+            #[cfg(not(loom))]
             std::thread::yield_now();
         }
     }
@@ -223,39 +264,70 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn futex_wait(word: &AtomicU32, seen: u32, max: Duration) {
-    let ts = libc::timespec {
-        tv_sec: max.as_secs() as libc::time_t,
-        tv_nsec: max.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT (shared, not _PRIVATE: the word may be in memory other processes
-    // map) reads the aligned u32 behind `word`, which lives for the call; `ts` is a valid
-    // relative timeout. Spurious returns (EAGAIN, EINTR, timeout) are fine: callers loop.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            seen,
-            &ts as *const libc::timespec,
-            std::ptr::null::<u32>(),
-            0u32,
-        );
-    }
+/// A control block outside any mapping, for the loom models (loom's atomics cannot live in
+/// raw memory): the parts a [`Board`] points into.
+#[cfg(loom)]
+pub(crate) struct ModelBlock {
+    _header: Box<Header>,
+    _ranks: Vec<RankSlot>,
+    _pairs: Vec<PairSlot>,
 }
 
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on the aligned u32 behind `word` (valid for the call); it only
-    // wakes waiters, touching no memory.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            0usize,
-            0usize,
-            0u32,
-        );
+#[cfg(loom)]
+impl Board {
+    /// A zeroed board of `world` ranks and the block it points into (keep both).
+    pub(crate) fn for_model(world: u32) -> (Board, ModelBlock) {
+        let (z64, z32) = (|| AtomicU64::new(0), || AtomicU32::new(0));
+        let header = Box::new(Header {
+            magic: AtomicU64::new(MAGIC),
+            world: AtomicU32::new(world),
+            epoch: z32(),
+            slot_bytes: z64(),
+            joined: z32(),
+            _pad: z32(),
+            abort: AtomicU64::new(AB_NONE),
+            abort_kind: z32(),
+            abort_rank: z32(),
+            abort_seq: z64(),
+            abort_mask: z64(),
+            abort_secs: z64(),
+            abort_len: z64(),
+            abort_text: std::array::from_fn(|_| z64()),
+        });
+        let w = world as usize;
+        let ranks: Vec<RankSlot> = (0..w)
+            .map(|_| RankSlot {
+                phase: z64(),
+                seq: z64(),
+                desc: z64(),
+                count: z64(),
+                state: z32(),
+                pid: z32(),
+                heartbeat_ms: z64(),
+                send_ptr: z64(),
+                recv_ptr: z64(),
+            })
+            .collect();
+        let pairs: Vec<PairSlot> = (0..w * w)
+            .map(|_| PairSlot {
+                posted: z64(),
+                taken: z64(),
+                desc: z64(),
+                count: z64(),
+                arg: z64(),
+            })
+            .collect();
+        let board = Board {
+            header: &*header,
+            ranks: ranks.as_ptr(),
+            pairs: pairs.as_ptr(),
+            world,
+        };
+        let block = ModelBlock {
+            _header: header,
+            _ranks: ranks,
+            _pairs: pairs,
+        };
+        (board, block)
     }
 }

@@ -27,6 +27,8 @@ mod board;
 mod comm;
 mod error;
 pub mod local;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod reduce;
 mod rendezvous;
 pub mod shm;

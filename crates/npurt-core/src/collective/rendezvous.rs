@@ -56,8 +56,7 @@ impl Rendezvous<'_> {
     pub(crate) fn barrier(&mut self) -> CResult<()> {
         *self.phase += 1;
         let target = *self.phase;
-        self.board.rank(self.me).phase.store(target, Release);
-        self.board.wake();
+        self.board.publish_phase(self.me, target);
         let world = self.board.world();
         let behind = || -> Vec<u32> {
             (0..world)
@@ -71,11 +70,7 @@ impl Rendezvous<'_> {
     pub(crate) fn wait_for(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
         let mut spins = 0u32;
         let mut last_check = Instant::now();
-        loop {
-            let seen = self.board.header().epoch.load(Acquire);
-            if done() {
-                return Ok(());
-            }
+        self.board.wait_until(done, |seen| {
             if let Some(rec) = self.board.aborted() {
                 return Err(self.error_of(&rec));
             }
@@ -86,7 +81,7 @@ impl Rendezvous<'_> {
                 } else {
                     std::thread::yield_now();
                 }
-                continue;
+                return Ok(());
             }
             let now = Instant::now();
             if now >= self.deadline {
@@ -98,7 +93,8 @@ impl Rendezvous<'_> {
                 self.check_alive(&behind())?;
             }
             self.board.sleep(seen, (self.deadline - now).min(LIVENESS_EVERY));
-        }
+            Ok(())
+        })
     }
 
     fn check_alive(&self, ranks: &[u32]) -> CResult<()> {

@@ -95,7 +95,7 @@ pub(crate) fn wake(seq: &AtomicU32, waiters: &AtomicU32) {
     seq.fetch_add(1, AcqRel);
     fence(SeqCst); // pairs with the sleeper's fence: see the module docs
     if waiters.load(Acquire) > 0 {
-        futex::wake(seq);
+        crate::futex::wake(seq);
     }
 }
 
@@ -104,75 +104,6 @@ pub(crate) fn wake(seq: &AtomicU32, waiters: &AtomicU32) {
 pub(crate) fn sleep(e: &EventSlot, seen: u32, timeout: Duration) {
     e.waiters.fetch_add(1, AcqRel);
     fence(SeqCst);
-    futex::wait(&e.seq, seen, timeout);
+    crate::futex::wait(&e.seq, seen, timeout);
     e.waiters.fetch_sub(1, AcqRel);
-}
-
-#[cfg(not(loom))]
-mod futex {
-    use std::sync::atomic::AtomicU32;
-    use std::time::Duration;
-
-    pub(super) fn wake(word: &AtomicU32) {
-        // SAFETY: FUTEX_WAKE (shared: the word may be in a shared mapping) on an aligned
-        // u32 that `word` keeps alive; the kernel only uses the address to find waiters.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAKE,
-                i32::MAX,
-                0usize,
-                0usize,
-                0u32,
-            )
-        };
-    }
-
-    pub(super) fn wait(word: &AtomicU32, seen: u32, timeout: Duration) {
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
-        };
-        // SAFETY: FUTEX_WAIT (shared) on an aligned u32 that `word` keeps alive, with a
-        // relative timeout we own; the kernel returns at once if the word is not `seen`.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAIT,
-                seen,
-                &ts as *const libc::timespec,
-                0usize,
-                0u32,
-            )
-        };
-    }
-}
-
-/// The futex under the model checker: the kernel's check-and-sleep is atomic with respect
-/// to wakes (its bucket lock), modelled by a mutex and a condition variable. Sleeps are
-/// untimed, so a lost wakeup shows as a deadlock.
-#[cfg(loom)]
-mod futex {
-    use crate::sync::AtomicU32;
-    use loom::sync::{Condvar, Mutex};
-    use std::sync::atomic::Ordering::Relaxed;
-    use std::time::Duration;
-
-    loom::lazy_static! {
-        static ref BUCKET: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
-    }
-
-    pub(super) fn wake(_word: &AtomicU32) {
-        let _g = BUCKET.0.lock().unwrap();
-        BUCKET.1.notify_all();
-    }
-
-    pub(super) fn wait(word: &AtomicU32, seen: u32, _timeout: Duration) {
-        let g = BUCKET.0.lock().unwrap();
-        if word.load(Relaxed) == seen {
-            drop(BUCKET.1.wait(g).unwrap());
-        }
-    }
 }
