@@ -1,5 +1,6 @@
 //! The per-stream task queue: a bounded, lock-free, multi-producer ring (Vyukov's bounded
-//! queue with one sequence stamp per slot) with a single consumer at a time.
+//! queue with one sequence stamp per slot) with a single consumer at a time, grown on
+//! demand.
 //!
 //! * Many threads may [`push`](TaskQueue::push) at once; each push claims the next
 //!   *position* with one CAS and publishes its slot with a release store of the stamp.
@@ -8,117 +9,258 @@
 //! * Exactly one thread pops at a time: the worker that currently owns the stream (the
 //!   stream's scheduling state, see `stream.rs`, hands ownership over with acquire/release
 //!   read-modify-writes, so a new owner sees everything the previous one did).
-//! * A push into a full ring fails and gives the value back; the caller waits for the
-//!   stream to drain (back-pressure) and retries. Nothing allocates after construction.
+//! * The ring starts small ([`FIRST_RING`] slots: 4 KiB) and grows when a push finds it
+//!   full, by [`GROWTH`] up to the configured depth. A stream's launches walk through its
+//!   whole ring however few tasks are queued, so 64 streams with 1024-slot rings cycled
+//!   4 MiB (more than a core's L2) where a few tasks per stream were queued; small rings
+//!   keep that at 256 KiB and deep queues still get the depth. Growing does not copy: the
+//!   grower locks the tail (a bit in the tail word), starts a new ring at the tail's
+//!   position and unlocks with the ring's number in the tail word; positions before that
+//!   stay in the old ring, where the consumer drains them before it moves on. Old rings
+//!   live until the queue is dropped (a producer may still be looking at one), at most
+//!   [`MAX_RINGS`] of them, less than the largest one in all.
+//! * A push into a full ring of the full depth fails and gives the value back; the caller
+//!   waits for the stream to drain (back-pressure) and retries.
 //!
-//! Per-producer order holds because a producer's second CAS follows its first.
+//! The tail word is `position | ring << RING_SHIFT | LOCK`; a ring number only grows, so a
+//! producer's CAS from the value it loaded fails if a ring was added since: a claimed
+//! position is always in the ring the claimer looked at. Per-producer order holds because a
+//! producer's second CAS follows its first.
 
 use crate::sync::{spin_hint, AtomicU64, UnsafeCell};
 use crossbeam_utils::CachePadded;
 use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+/// Slots of a queue's first ring (at most the configured depth).
+pub(crate) const FIRST_RING: usize = 64;
+/// Each new ring is this many times the previous one (up to the depth).
+const GROWTH: u64 = 4;
+/// Rings one queue may have: 64 · 4⁷ = 2²⁰, the largest depth the configuration accepts.
+const MAX_RINGS: usize = 8;
+const RING_SHIFT: u32 = 56;
+const POS_MASK: u64 = (1 << RING_SHIFT) - 1;
+const RING_MASK: u64 = 0x7f;
+const LOCK: u64 = 1 << 63;
+
 struct Slot<T> {
     stamp: AtomicU64,
     value: UnsafeCell<MaybeUninit<T>>,
 }
 
-/// Bounded MPSC ring of tasks. See the module docs for the protocol.
-pub(crate) struct TaskQueue<T> {
+/// One ring: slots for the positions from `start` on (until the next ring's start).
+struct Ring<T> {
     slots: Box<[Slot<T>]>,
     mask: u64,
-    /// Next position a producer will claim.
+    start: u64,
+}
+
+impl<T> Ring<T> {
+    fn new(cap: u64, start: u64) -> Self {
+        let mask = cap - 1;
+        // Slot i is free for the first position from `start` on that maps to it.
+        let slots = (0..cap)
+            .map(|i| Slot {
+                stamp: AtomicU64::new(start + (i.wrapping_sub(start) & mask)),
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice();
+        Self { slots, mask, start }
+    }
+
+    #[inline]
+    fn slot(&self, pos: u64) -> &Slot<T> {
+        &self.slots[(pos & self.mask) as usize]
+    }
+
+    #[inline]
+    fn cap(&self) -> u64 {
+        self.mask + 1
+    }
+}
+
+#[inline]
+fn split(word: u64) -> (u64, usize) {
+    (word & POS_MASK, ((word >> RING_SHIFT) & RING_MASK) as usize)
+}
+
+/// Bounded MPSC ring of tasks. See the module docs for the protocol.
+pub(crate) struct TaskQueue<T> {
+    rings: [UnsafeCell<Option<Ring<T>>>; MAX_RINGS],
+    /// The configured depth (a power of two): the largest ring.
+    max_cap: u64,
+    /// Next position a producer will claim, the newest ring's number, the grow lock.
     tail: CachePadded<AtomicU64>,
-    /// Next position the consumer will read.
+    /// Next position the consumer will read, and the ring it is in.
     head: CachePadded<AtomicU64>,
 }
 
 // SAFETY: values are moved in by one producer and out by the single consumer; the slot
 // stamp's release/acquire pair orders the write before the read, so `T: Send` suffices.
+// A ring is written once, by the grower holding the tail lock, before the tail word that
+// names it is released; everyone else reads it after acquiring that word.
 unsafe impl<T: Send> Send for TaskQueue<T> {}
-// SAFETY: as above; shared access only goes through the stamp protocol.
+// SAFETY: as above; shared access only goes through the stamp and tail protocols.
 unsafe impl<T: Send> Sync for TaskQueue<T> {}
 
 impl<T> TaskQueue<T> {
-    /// A ring of `capacity` slots, rounded up to a power of two (at least 2).
+    /// A queue of up to `capacity` slots (rounded up to a power of two, at least 2).
     pub(crate) fn new(capacity: usize) -> Self {
-        let cap = capacity.max(2).next_power_of_two();
-        let slots = (0..cap as u64)
-            .map(|i| Slot {
-                stamp: AtomicU64::new(i),
-                value: UnsafeCell::new(MaybeUninit::uninit()),
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice();
+        Self::with_first_ring(capacity, FIRST_RING)
+    }
+
+    /// A queue whose first ring has `first` slots (tests and models use small ones).
+    pub(crate) fn with_first_ring(capacity: usize, first: usize) -> Self {
+        let max_cap = capacity.max(2).next_power_of_two() as u64;
+        let first = (first.max(2).next_power_of_two() as u64).min(max_cap);
+        let rings = std::array::from_fn(|i| UnsafeCell::new((i == 0).then(|| Ring::new(first, 0))));
         Self {
-            slots,
-            mask: cap as u64 - 1,
+            rings,
+            max_cap,
             tail: CachePadded::new(AtomicU64::new(0)),
             head: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
+    /// Ring `i`, which the caller learned exists from a tail or head word it acquired.
+    #[inline]
+    fn ring(&self, i: usize) -> &Ring<T> {
+        // SAFETY: ring `i` was written before the release of the first word naming it
+        // (or at construction) and is never written again while the queue is shared.
+        let r = self.rings[i].with(|p| unsafe { (*p).as_ref() }.map(|r| r as *const Ring<T>));
+        // SAFETY: the ring lives as long as the queue (rings are only dropped with it).
+        unsafe { &*r.expect("a ring named by the tail or head word exists") }
+    }
+
+    /// Slots of the ring pushes go to now. When a push failed, that ring is full: its slot
+    /// for the tail still holds position `tail - capacity`, whose completion makes room.
     pub(crate) fn capacity(&self) -> u64 {
-        self.mask + 1
+        self.ring(split(self.tail.load(Acquire)).1).cap()
+    }
+
+    /// The configured depth: the largest ring.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn depth(&self) -> u64 {
+        self.max_cap
     }
 
     /// Number of positions claimed so far (= sequence number of the next task).
     #[inline]
     pub(crate) fn tail(&self) -> u64 {
-        self.tail.load(Acquire)
+        self.tail.load(Acquire) & POS_MASK
     }
 
     /// Pushes `value`, returning its position, or gives it back when the ring is full.
     #[inline]
     pub(crate) fn push(&self, value: T) -> Result<u64, T> {
-        let mut pos = self.tail.load(Relaxed);
+        let mut t = self.tail.load(Acquire);
         loop {
-            let slot = &self.slots[(pos & self.mask) as usize];
+            if t & LOCK != 0 {
+                spin_hint(); // a ring is being added: a few hundred nanoseconds
+                t = self.tail.load(Acquire);
+                continue;
+            }
+            let (pos, r) = split(t);
+            let ring = self.ring(r);
+            let slot = ring.slot(pos);
             let stamp = slot.stamp.load(Acquire);
             if stamp == pos {
-                match self.tail.compare_exchange_weak(pos, pos + 1, Relaxed, Relaxed) {
+                match self.tail.compare_exchange_weak(t, t + 1, Relaxed, Acquire) {
                     Ok(_) => {
-                        // SAFETY: the CAS made this thread the only writer of position `pos`,
-                        // and stamp == pos means the consumer has finished with the slot's
-                        // previous value (it stored pos after moving it out).
+                        // SAFETY: the CAS made this thread the only writer of position `pos`
+                        // (in ring `r`: the CAS fails once a ring was added), and stamp ==
+                        // pos means the consumer has finished with the slot's previous value.
                         slot.value.with_mut(|p| unsafe { (*p).write(value) });
                         slot.stamp.store(pos + 1, Release);
                         return Ok(pos);
                     }
-                    Err(current) => pos = current,
+                    Err(current) => t = current,
                 }
             } else if stamp < pos {
                 // The slot still holds the value from one lap ago: the ring is full.
-                return Err(value);
+                if ring.cap() >= self.max_cap || r + 1 >= MAX_RINGS {
+                    return Err(value);
+                }
+                match self.tail.compare_exchange(t, t | LOCK, Acquire, Acquire) {
+                    Ok(_) => t = self.grow(pos, r, ring.cap()),
+                    Err(current) => t = current,
+                }
             } else {
                 // Another producer claimed `pos`; catch up.
                 spin_hint();
-                pos = self.tail.load(Relaxed);
+                t = self.tail.load(Acquire);
             }
         }
+    }
+
+    /// Adds ring `r + 1` starting at `pos` (the caller holds the tail lock, taken at `pos`)
+    /// and unlocks; returns the new tail word.
+    #[cold]
+    fn grow(&self, pos: u64, r: usize, cap: u64) -> u64 {
+        let ring = Ring::new((cap * GROWTH).min(self.max_cap), pos);
+        // SAFETY: only the lock holder writes a ring, and nobody reads ring r + 1 before
+        // the release below names it.
+        self.rings[r + 1].with_mut(|p| unsafe { *p = Some(ring) });
+        let t = pos | ((r as u64 + 1) << RING_SHIFT);
+        self.tail.store(t, Release);
+        t
+    }
+
+    /// The ring holding position `pos`, from the consumer's ring `r` on (true if it moved).
+    #[inline]
+    fn locate(&self, pos: u64, mut r: usize) -> (usize, bool) {
+        let newest = split(self.tail.load(Acquire)).1;
+        let mut moved = false;
+        while r < newest && self.ring(r + 1).start <= pos {
+            r += 1;
+            moved = true;
+        }
+        (r, moved)
     }
 
     /// Pops the next value in position order. Only the stream's current owner may call it.
     #[inline]
     pub(crate) fn pop(&self) -> Option<T> {
-        let pos = self.head.load(Acquire);
-        let slot = &self.slots[(pos & self.mask) as usize];
-        if slot.stamp.load(Acquire) != pos + 1 {
-            return None; // empty, or the producer of `pos` has not finished writing
+        let (pos, mut r) = split(self.head.load(Acquire));
+        loop {
+            let ring = self.ring(r);
+            let slot = ring.slot(pos);
+            if slot.stamp.load(Acquire) == pos + 1 {
+                // SAFETY: stamp == pos + 1 was stored (release) after the producer wrote the
+                // value, and only the single consumer reads a slot, once per lap.
+                let value = slot.value.with_mut(|p| unsafe { (*p).assume_init_read() });
+                slot.stamp.store(pos + ring.cap(), Release);
+                self.head.store((pos + 1) | ((r as u64) << RING_SHIFT), Release);
+                return Some(value);
+            }
+            // Empty here, or the producers moved on to a newer ring at this position (every
+            // earlier position was in this ring and has been popped).
+            match self.locate(pos, r) {
+                (next, true) => r = next,
+                _ => return None, // empty, or the producer of `pos` has not finished writing
+            }
         }
-        // SAFETY: stamp == pos + 1 was stored (release) after the producer wrote the value,
-        // and only the single consumer reads a slot, once per lap.
-        let value = slot.value.with_mut(|p| unsafe { (*p).assume_init_read() });
-        slot.stamp.store(pos + self.capacity(), Release);
-        self.head.store(pos + 1, Release);
-        Some(value)
     }
 
     /// True when no written value is waiting at the head.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        let pos = self.head.load(Acquire);
-        self.slots[(pos & self.mask) as usize].stamp.load(Acquire) != pos + 1
+        let (pos, r) = split(self.head.load(Acquire));
+        if self.ring(r).slot(pos).stamp.load(Acquire) == pos + 1 {
+            return false;
+        }
+        match self.locate(pos, r) {
+            (next, true) => self.ring(next).slot(pos).stamp.load(Acquire) != pos + 1,
+            _ => true,
+        }
+    }
+
+    /// Tasks queued (claimed by producers, not yet popped); only the consumer's view is
+    /// exact.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> u64 {
+        self.tail().saturating_sub(self.head.load(Relaxed) & POS_MASK)
     }
 }
 
@@ -128,137 +270,5 @@ impl<T> Drop for TaskQueue<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn fifo_and_positions() {
-        let q = TaskQueue::new(4);
-        assert_eq!(q.capacity(), 4);
-        for i in 0..4 {
-            assert_eq!(q.push(i).unwrap(), i as u64);
-        }
-        assert_eq!(q.push(99), Err(99), "full ring gives the value back");
-        assert_eq!(q.pop(), Some(0));
-        assert_eq!(q.push(4).unwrap(), 4);
-        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-        assert_eq!(rest, vec![1, 2, 3, 4]);
-        assert!(q.is_empty());
-    }
-
-    #[test]
-    fn drop_releases_queued_values() {
-        let marker = Arc::new(());
-        let q = TaskQueue::new(8);
-        for _ in 0..5 {
-            q.push(marker.clone()).unwrap();
-        }
-        drop(q);
-        assert_eq!(Arc::strong_count(&marker), 1);
-    }
-
-    #[test]
-    fn many_producers_keep_their_order() {
-        const P: usize = 4;
-        const N: usize = 20_000;
-        let q = Arc::new(TaskQueue::new(64));
-        let handles: Vec<_> = (0..P)
-            .map(|p| {
-                let q = q.clone();
-                std::thread::spawn(move || {
-                    for i in 0..N {
-                        let mut v = (p, i);
-                        while let Err(back) = q.push(v) {
-                            v = back;
-                            std::thread::yield_now();
-                        }
-                    }
-                })
-            })
-            .collect();
-        let mut next = [0usize; P];
-        let mut got = 0;
-        while got < P * N {
-            if let Some((p, i)) = q.pop() {
-                assert_eq!(i, next[p], "producer {p} out of order");
-                next[p] += 1;
-                got += 1;
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        for h in handles {
-            h.join().unwrap();
-        }
-        assert!(q.is_empty());
-    }
-}
-
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use super::*;
-    use loom::sync::Arc;
-    use loom::thread;
-
-    /// Two producers push two values each while the consumer pops concurrently: nothing is
-    /// lost or duplicated and each producer's order is kept.
-    #[test]
-    fn loom_mpsc_order() {
-        loom::model(|| {
-            let q = Arc::new(TaskQueue::new(4));
-            let producers: Vec<_> = (0..2u32)
-                .map(|p| {
-                    let q = q.clone();
-                    thread::spawn(move || {
-                        q.push(p * 10).unwrap();
-                        q.push(p * 10 + 1).unwrap();
-                    })
-                })
-                .collect();
-            let mut seen = Vec::new();
-            for _ in 0..2 {
-                if let Some(v) = q.pop() {
-                    seen.push(v);
-                }
-            }
-            for h in producers {
-                h.join().unwrap();
-            }
-            while let Some(v) = q.pop() {
-                seen.push(v);
-            }
-            assert_eq!(seen.len(), 4);
-            for p in 0..2u32 {
-                let mine: Vec<_> = seen.iter().copied().filter(|v| v / 10 == p).collect();
-                assert_eq!(mine, vec![p * 10, p * 10 + 1]);
-            }
-        });
-    }
-
-    /// A full ring: a push racing a pop either fails (value handed back) or lands after the
-    /// old values, never overwriting one.
-    #[test]
-    fn loom_full_ring_wraps_safely() {
-        loom::model(|| {
-            let q = Arc::new(TaskQueue::new(2));
-            q.push(0u32).unwrap();
-            q.push(1).unwrap();
-            let q2 = q.clone();
-            let producer = thread::spawn(move || q2.push(2).is_ok());
-            let first = q.pop();
-            let pushed = producer.join().unwrap();
-            assert_eq!(first, Some(0));
-            let mut rest = Vec::new();
-            while let Some(v) = q.pop() {
-                rest.push(v);
-            }
-            if pushed {
-                assert_eq!(rest, vec![1, 2]);
-            } else {
-                assert_eq!(rest, vec![1]);
-            }
-        });
-    }
-}
+#[cfg(test)]
+mod tests;
