@@ -115,15 +115,18 @@ def test_blocking_calls_release_the_gil_for_callbacks(wait):
 def test_callback_may_launch_work_on_another_stream():
     s1, s2 = npurt.Stream(), npurt.Stream()
     out = []
+    gate = threading.Event()  # holds s2 until s1's callback was seen to finish
 
     def cb():
-        npurt.kernels.busy(0.05, stream=s2)
+        s2.launch_host_func(gate.wait, LONG)
+        npurt.kernels.busy(0.001, stream=s2)
         s2.launch_host_func(out.append, "inner")
         out.append("outer")
 
     s1.launch_host_func(cb)
     s1.synchronize(timeout=LONG)
     assert out == ["outer"]
+    gate.set()
     s2.synchronize(timeout=LONG)
     assert out == ["outer", "inner"]
     s1.destroy()

@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import threading
 import time
 
 import npurt
@@ -191,7 +192,9 @@ def test_good_timeouts_on_idle_objects(timeout_targets, ok):
 
 
 def test_zero_timeout_on_busy_objects_times_out_at_once(stream):
-    npurt.kernels.busy(0.2, stream=stream)
+    gate = threading.Event()  # the stream stays busy until the checks are done
+    stream.launch_host_func(gate.wait, LONG)
+    npurt.kernels.busy(0.001, stream=stream)
     e = stream.record_event()
     with pytest.raises(npurt.WaitTimeoutError) as ei:
         stream.synchronize(timeout=0)
@@ -200,6 +203,7 @@ def test_zero_timeout_on_busy_objects_times_out_at_once(stream):
         e.synchronize(timeout=0)
     assert ei.value.code == 507047
     assert not e.query()
+    gate.set()
     stream.synchronize(timeout=LONG)
 
 

@@ -251,15 +251,19 @@ def test_default_stream():
 
 def test_with_stream_makes_it_current(stream):
     assert npurt.current_stream() != stream
+    gate = threading.Event()  # holds the stream: its work cannot be done before the check
+    stream.launch_host_func(gate.wait, LONG)
     with stream as entered:
         assert entered is stream
         assert npurt.current_stream() == stream
-        npurt.kernels.busy(0.05)  # goes to the current stream
+        npurt.kernels.busy(0.001)  # goes to the current stream
         npurt.kernels.empty()
         assert not stream.query()
+        assert stream.completed == 0
     assert npurt.current_stream() == npurt.default_stream()
+    gate.set()
     stream.synchronize(timeout=LONG)
-    assert stream.completed == 2
+    assert stream.completed == 3
 
 
 def test_nested_streams_restore_and_survive_exceptions():
