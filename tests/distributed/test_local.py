@@ -124,3 +124,28 @@ def test_progress_board_shows_each_rank():
     assert [row["rank"] for row in rows] == [0, 1]
     assert all(row["collective"] == "all_reduce(float32 x 4, sum)" and row["seq"] == 0 for row in rows)
     assert all(row["state"] in (1, 2) and row["pid"] > 0 for row in rows)  # 2: a rank already left
+
+
+def test_profiles_show_collectives_under_hccl_names():
+    """A collective is a host-engine task, but profiles name it as HCCL does."""
+    from npurt import profiler
+
+    tables = {}
+
+    def body(rank):
+        x = npurt.to_device(np.ones(256, np.float32), device=rank)
+        if rank == 0:
+            with profiler.profile() as p:
+                dist.all_reduce(x)
+                dist.barrier()
+                npurt.current_stream(0).synchronize()
+            tables["t"] = p.key_averages().table()
+        else:
+            dist.all_reduce(x)
+            dist.barrier()
+        return bool((x.to_host() == 2).all())
+
+    assert run_ranks(2, body) == [True, True]
+    t = tables["t"]
+    assert "HcclAllReduce" in t and "HcclBarrier" in t, t
+    assert "Host Callback" not in t, t

@@ -82,7 +82,7 @@ pub use error::{AclCode, Error, ErrorKind, Result};
 pub use event::Event;
 pub use kernel::{BlockCtx, Kernel, KernelFault};
 pub use memory::{DeviceBuffer, HostBuffer, MemPool};
-pub use stream::task::{Engine, EngineOp};
+pub use stream::task::{Engine, EngineDesc, EngineOp};
 pub use stream::{Pending, Stream, LOWEST_PRIORITY, MAX_BLOCKS};
 
 /// Device-side wait deadlines scheduled and not yet fired or cancelled (leak checks).

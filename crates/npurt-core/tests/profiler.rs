@@ -146,3 +146,48 @@ fn a_failed_task_names_its_launch_site() {
     assert!(e.to_string().contains("(launched at model.py:42)"), "{e}");
     s.destroy(true).unwrap();
 }
+
+#[test]
+fn collectives_show_under_hccl_names() {
+    use npurt_core::collective::{self, local, CollKind, HcclDataType, OpDesc, ReduceOp, Region};
+    setup();
+    let dev = registry::use_device(1).unwrap();
+    let s = dev.default_context().create_stream(0).unwrap();
+    let comm = local::init_all(1, Duration::from_secs(10)).unwrap().remove(0);
+    let x = [1f32; 16];
+    let reg = || Region {
+        addr: x.as_ptr() as usize,
+        len: 64,
+        keep: None,
+    };
+    let (recs, _) = collect(&dev, || {
+        for kind in [CollKind::AllReduce, CollKind::Barrier] {
+            let d = OpDesc {
+                kind,
+                dtype: HcclDataType::Fp32,
+                op: ReduceOp::Sum,
+                count: if kind == CollKind::Barrier { 0 } else { 16 },
+                root: 0,
+            };
+            let (send, recv) = if kind == CollKind::Barrier {
+                (None, None)
+            } else {
+                (Some(reg()), Some(reg()))
+            };
+            assert!(collective::enqueue(&comm, &s, d, send, recv, None).unwrap().1.is_ok());
+        }
+        s.synchronize(None).unwrap();
+    });
+    let mine: Vec<(TaskKind, String, u64)> = recs
+        .iter()
+        .filter(|r| r.stream == s.id())
+        .map(|r| (r.kind, r.name.to_string(), r.bytes))
+        .collect();
+    assert_eq!(
+        mine,
+        vec![
+            (TaskKind::HostFunc, "HcclAllReduce".to_string(), 64),
+            (TaskKind::HostFunc, "HcclBarrier".to_string(), 0)
+        ]
+    );
+}

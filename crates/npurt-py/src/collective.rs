@@ -7,16 +7,17 @@ use crate::array::PyArray;
 use crate::device::device_id;
 use crate::errors::{to_py, type_error, value_error, IntoPy};
 use crate::memory::as_native;
-use crate::stream::{stream_or_current, submit};
+use crate::stream::{host_op, stream_or_current, submit};
 use crate::view::PyBufferView;
 use npurt_core::collective::{
     self as coll, CollKind, CollectiveError, Communicator, HcclDataType, HcclResult, OpDesc, ReduceOp, Region,
 };
 use npurt_core::memory::{AnyBuffer, Buffer};
-use npurt_core::{alloc, Error};
+use npurt_core::profiler::TaskKind;
+use npurt_core::{alloc, Engine, EngineDesc, Error};
 use npurt_kernels::DeviceArray;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 use std::time::Duration;
 
 /// One rank's communicator.
@@ -289,6 +290,30 @@ fn _wait_task(
     py.detach(|| s.wait_completed(target, t)).py_err()
 }
 
+/// Queues `func()` on `stream`'s host engine as collective `kind` (torch's name:
+/// `all_reduce`...) moving `nbytes`: profiles show it as HCCL's call (`HcclAllReduce`), not
+/// as a host callback. The `mpi` backend's tasks go through here.
+#[pyfunction]
+fn _launch_collective(
+    py: Python<'_>,
+    stream: &Bound<'_, PyAny>,
+    func: Py<PyAny>,
+    kind: &str,
+    nbytes: u64,
+) -> PyResult<()> {
+    let s = stream_or_current(Some(stream))?;
+    let k = CollKind::from_name(kind).ok_or_else(|| value_error(format!("unknown collective {kind:?}")))?;
+    if !func.bind(py).is_callable() {
+        return Err(type_error("_launch_collective needs a callable".to_string()));
+    }
+    let desc = EngineDesc {
+        name: Some(k.hccl_name()),
+        ..EngineDesc::new(TaskKind::HostFunc, nbytes)
+    };
+    let op = host_op(func, PyTuple::empty(py).unbind());
+    submit(py, &s, s.try_launch_described(Engine::Host, op, desc))
+}
+
 /// Whether process `pid` is gone (or a zombie).
 #[pyfunction]
 fn _pid_dead(pid: u32) -> bool {
@@ -303,6 +328,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_comm_shm_create, m)?)?;
     m.add_function(wrap_pyfunction!(_comm_shm_join, m)?)?;
     m.add_function(wrap_pyfunction!(_collective_error, m)?)?;
+    m.add_function(wrap_pyfunction!(_launch_collective, m)?)?;
     m.add_function(wrap_pyfunction!(_hccl_result_codes, m)?)?;
     m.add_function(wrap_pyfunction!(_pid_dead, m)?)?;
     m.add_function(wrap_pyfunction!(_wait_task, m)?)?;

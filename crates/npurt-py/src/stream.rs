@@ -6,7 +6,7 @@ use crate::errors::{type_error, IntoPy};
 use crate::event::PyEvent;
 use npurt_core::error::TaskError;
 use npurt_core::Pending;
-use npurt_core::{current, registry, Context, Engine, Stream};
+use npurt_core::{current, registry, Context, Engine, EngineOp, Stream};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -60,6 +60,22 @@ pub(crate) fn stream_or_current(stream: Option<&Bound<'_, PyAny>>) -> PyResult<S
 
 /// Finishes a non-blocking submission (`try_launch`, `try_memcpy_async`...): a full stream
 /// hands the task back, and pushing it waits for room, so that runs without the GIL.
+/// The engine op of a Python host function: `func(*args)` with the GIL; an exception (with
+/// its traceback) becomes the task's error.
+pub(crate) fn host_op(func: Py<PyAny>, args: Py<PyTuple>) -> EngineOp {
+    Box::new(move || {
+        Python::attach(|py| {
+            let r = func.call1(py, args.bind(py).clone()).map(drop).map_err(|e| {
+                let tb = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
+                TaskError::HostCallback(format!("{}{}", tb, e))
+            });
+            drop(func);
+            drop(args);
+            r
+        })
+    })
+}
+
 pub(crate) fn submit(py: Python<'_>, s: &Stream, r: npurt_core::Result<Result<u64, Pending>>) -> PyResult<()> {
     match r.py_err()? {
         Ok(_) => {}
@@ -201,18 +217,7 @@ impl PyStream {
         if !func.bind(py).is_callable() {
             return Err(type_error("launch_host_func needs a callable".to_string()));
         }
-        let op = Box::new(move || {
-            Python::attach(|py| {
-                let r = func.call1(py, args.bind(py).clone()).map(drop).map_err(|e| {
-                    let tb = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
-                    TaskError::HostCallback(format!("{}{}", tb, e))
-                });
-                drop(func);
-                drop(args);
-                r
-            })
-        });
-        submit(py, &self.s, self.s.try_launch_engine(Engine::Host, op))
+        submit(py, &self.s, self.s.try_launch_engine(Engine::Host, host_op(func, args)))
     }
 
     /// Destroys the stream: waits for its work (or, with force=True, drops queued work).

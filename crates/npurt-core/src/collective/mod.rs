@@ -103,8 +103,8 @@ pub fn enqueue(
         ran: false,
     };
     let d = EngineDesc {
-        kind: TaskKind::HostFunc,
-        bytes,
+        name: Some(desc.kind.hccl_name()),
+        ..EngineDesc::new(TaskKind::HostFunc, bytes)
     };
     let r = stream.try_launch_described(Engine::Host, Box::new(move || job.run()), d)?;
     Ok((ticket.seq, r))

@@ -147,6 +147,20 @@ impl CollKind {
             Self::Recv => "recv",
         }
     }
+    /// HCCL's API name (profiles show collectives under it).
+    pub fn hccl_name(self) -> &'static str {
+        match self {
+            Self::AllReduce => "HcclAllReduce",
+            Self::Broadcast => "HcclBroadcast",
+            Self::Reduce => "HcclReduce",
+            Self::AllGather => "HcclAllGather",
+            Self::ReduceScatter => "HcclReduceScatter",
+            Self::AllToAll => "HcclAlltoAll",
+            Self::Barrier => "HcclBarrier",
+            Self::Send => "HcclSend",
+            Self::Recv => "HcclRecv",
+        }
+    }
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|k| k.name() == name)
     }

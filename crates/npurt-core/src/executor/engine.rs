@@ -180,7 +180,7 @@ fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
                 stream.set_error_at(e, meta);
             }
             if start_ns != 0 {
-                let mut rec = super::worker::record(&stream, desc.kind, desc.kind.label(), submit_ns, start_ns, meta);
+                let mut rec = super::worker::record(&stream, desc.kind, desc.label(), submit_ns, start_ns, meta);
                 (rec.bytes, rec.core, rec.failed) = (desc.bytes, thread, failed);
                 stream.dev.profiler.emit(rec);
             }

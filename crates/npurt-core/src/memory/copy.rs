@@ -130,7 +130,7 @@ fn copy_desc(d: &Region, s: &Region, n: usize) -> EngineDesc {
         (true, true) => TaskKind::CopyD2D,
         (false, false) => TaskKind::CopyH2H,
     };
-    EngineDesc { kind, bytes: n as u64 }
+    EngineDesc::new(kind, n as u64)
 }
 
 /// Queues the copy of `n` bytes from `s` to `d` on `stream`'s copy engine.
@@ -229,10 +229,7 @@ pub fn try_memset_async<D: Buffer + ?Sized>(
         drop(d);
         Ok(())
     });
-    let desc = EngineDesc {
-        kind: TaskKind::Memset,
-        bytes: n as u64,
-    };
+    let desc = EngineDesc::new(TaskKind::Memset, n as u64);
     stream.try_launch_described(Engine::Copy, op, desc)
 }
 

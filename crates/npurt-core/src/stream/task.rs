@@ -10,21 +10,36 @@ use std::sync::Arc;
 /// Work that runs on an engine thread (copy engine or host-callback thread).
 pub type EngineOp = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
 
-/// What an engine task does, for profiles: its kind and the bytes it moves.
+/// What an engine task does, for profiles: its kind, the bytes it moves and, where the
+/// kind's label says too little, its name (a collective: `HcclAllReduce`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EngineDesc {
     pub kind: TaskKind,
     pub bytes: u64,
+    pub name: Option<&'static str>,
 }
 
 impl EngineDesc {
+    pub fn new(kind: TaskKind, bytes: u64) -> Self {
+        Self {
+            kind,
+            bytes,
+            name: None,
+        }
+    }
+
     /// The description of an engine task queued without one.
     pub fn of(engine: Engine) -> Self {
         let kind = match engine {
             Engine::Copy => TaskKind::Copy,
             Engine::Host => TaskKind::HostFunc,
         };
-        Self { kind, bytes: 0 }
+        Self::new(kind, 0)
+    }
+
+    /// The name profiles show: the task's own, else its kind's label.
+    pub fn label(&self) -> &'static str {
+        self.name.unwrap_or(self.kind.label())
     }
 }
 
