@@ -109,10 +109,14 @@ def launch(backend: str, steps: int, lr: float) -> None:
     me = [sys.executable, os.path.abspath(__file__), "--backend", backend, "--steps", str(steps), "--lr", str(lr), "--rank-process"]
     env = dict(os.environ, NPURT_DEVICE_COUNT="1")
     if backend == "mpi":
-        from npurt.distributed import mpirun_command
+        from npurt.distributed import mpirun_command, run_mpirun
 
         cmd, env = mpirun_command(RANKS, me, env=env)
-        subprocess.run(cmd, env=env, check=True, timeout=300)
+        p = run_mpirun(cmd, env, timeout=300)  # a hung job is killed whole, ranks included
+        sys.stdout.write(p.stdout)
+        sys.stderr.write(p.stderr)
+        if p.returncode:
+            raise SystemExit(f"mpirun exited with {p.returncode}")
         return
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

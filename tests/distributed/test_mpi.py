@@ -6,12 +6,11 @@ ranks print ``RESULT {json}`` lines (``mpi_ranks.py``) that the tests check."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from npurt.distributed import mpirun_command
+from npurt.distributed import mpirun_command, run_mpirun
 
 RANKS = Path(__file__).with_name("mpi_ranks.py")
 JOB_TIMEOUT = 90
@@ -20,7 +19,7 @@ JOB_TIMEOUT = 90
 def run_job(n: int, mode: str, ulfm: bool = True) -> tuple:
     cmd, env = mpirun_command(n, [sys.executable, str(RANKS), mode], ulfm=ulfm)
     env["NPURT_DEVICE_COUNT"] = "1"
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    p = run_mpirun(cmd, env, JOB_TIMEOUT)
     rows = {}
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

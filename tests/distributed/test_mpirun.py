@@ -100,3 +100,31 @@ def test_hccl_under_mpirun_on_one_host_is_shm_without_any_rendezvous_variables()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=90)
     lines = sorted(line for line in p.stdout.splitlines() if line.startswith("HCCL"))
     assert lines == ["HCCL 0 2 shm 3.0", "HCCL 1 2 shm 3.0"], (p.stdout, p.stderr[-2000:])
+
+
+def test_run_mpirun_kills_the_whole_job_on_timeout(tmp_path):
+    """A job that outlives its timeout is killed with every process it started (killing
+    ``mpirun`` alone left ranks spinning); stand-in: a shell whose child sleeps."""
+    import os
+    import subprocess
+    import time
+
+    import pytest
+    from npurt.distributed import run_mpirun
+
+    pidfile = tmp_path / "child"
+    script = f"sleep 60 & echo $! > {pidfile}; wait"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_mpirun(["sh", "-c", script], dict(os.environ), timeout=1.0)
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"child {child} outlived the job")
+    done = run_mpirun(["sh", "-c", "echo out; echo err >&2; exit 3"], dict(os.environ), timeout=10)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")

@@ -151,8 +151,10 @@ def _child(args: argparse.Namespace, worker: str) -> List[str]:
 
 
 def _run(cmd: List[str], env: Dict[str, str], timeout: float) -> Dict[str, Any]:
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    from npurt.distributed import run_mpirun
+
+    try:  # (the local job is one process; run_mpirun kills a job's whole process group)
+        p = run_mpirun(cmd, env, timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f}s"}
     for line in p.stdout.splitlines():

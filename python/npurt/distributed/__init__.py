@@ -32,7 +32,7 @@ from ._group import (
     new_group,
     register_backend,
 )
-from ._mpirun import find_mpirun, mpirun_command
+from ._mpirun import find_mpirun, mpirun_command, run_mpirun
 
 __all__ = [
     "Backend",
@@ -62,6 +62,7 @@ __all__ = [
     "barrier",
     "collective_error",
     "mpirun_command",
+    "run_mpirun",
     "find_mpirun",
 ]
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -30,7 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..exceptions import InvalidTypeError, InvalidValueError
 
-__all__ = ["find_mpirun", "mpirun_command", "cma_permitted", "launcher_defaults"]
+__all__ = ["find_mpirun", "mpirun_command", "run_mpirun", "cma_permitted", "launcher_defaults"]
 
 _CAP_SYS_PTRACE = 19
 
@@ -120,6 +122,25 @@ def mpirun_command(
     cmd += list(extra)
     cmd += list(argv)
     return cmd, out
+
+
+def run_mpirun(cmd: Sequence[str], env: Dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Runs an ``mpirun`` job (``cmd, env`` from :func:`mpirun_command`) in its own process
+    group and returns its ``CompletedProcess`` (text stdout / stderr). When ``timeout``
+    seconds pass, the whole group — ``mpirun``, its daemon and every rank — is killed and
+    ``subprocess.TimeoutExpired`` raised: killing ``mpirun`` alone leaves ranks spinning."""
+    p = subprocess.Popen(list(cmd), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 def launcher_defaults(rank: int, world_size: int, init_method: str) -> Tuple[int, int, str]:
