@@ -6,8 +6,10 @@ thread each, requests split over them). Single-request latency beside it.
 
     python benches/model_streams.py [--requests 64] [--rounds 3] [--streams 1,2,4,8,16,32,64]
 
-Figures are requests/s, best of ``--rounds`` (the machine may be shared: the best estimates
-it when it is free); ratios are between figures of this run. The conv net needs
+Figures are requests/s, best of ``--rounds`` rounds that alternate npurt's and
+onnxruntime's measurements (the machine may be shared: the best estimates it when it is
+free, and alternating lets load changes hit both sides); ratios are between figures of
+this run. The conv net needs
 ``npurt.nn.conv`` (skipped with a message when this build lacks it)."""
 
 from __future__ import annotations
@@ -27,60 +29,61 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "model
 import builders  # noqa: E402
 
 
-def _npurt_rate(model, x, n, streams, rounds):
-    ss = [npurt.Stream() for _ in range(streams)]
-    xd = npurt.to_device(x)
-    best = 0.0
-    for _ in range(rounds):
-        t = time.perf_counter()
-        outs = [model.run_async([xd], stream=ss[i % streams])[0] for i in range(n)]
-        for s in ss:
-            s.synchronize()
-        best = max(best, n / (time.perf_counter() - t))
+def _npurt_round(model, x, n, streams):
+    """One timed pass: n requests round-robin on ``streams``; requests/s."""
+    t = time.perf_counter()
+    outs = [model.run_async([x], stream=streams[i % len(streams)])[0] for i in range(n)]
+    for s in streams:
+        s.synchronize()
+    dt = time.perf_counter() - t
     del outs
-    for s in ss:
-        s.destroy()
-    return best
+    return n / dt
 
 
-def _ort_rates(path, x, n, rounds, cores):
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None
-    o = ort.SessionOptions()
-    o.intra_op_num_threads = cores
-    one = ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
-    feed = {one.get_inputs()[0].name: x}
-    one.run(None, feed)
-    best_one = 0.0
-    for _ in range(rounds):
+def _latency(run, reps):
+    lat = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        run()
+        lat.append(time.perf_counter() - t)
+    return statistics.median(lat) * 1e3
+
+
+class _Ort:
+    """onnxruntime's CPU provider: one session with ``cores`` intra-op threads, and
+    ``cores`` sessions with one thread each (requests split over Python threads)."""
+
+    def __init__(self, ort, path, x, cores):
+        o = ort.SessionOptions()
+        o.intra_op_num_threads = cores
+        self.one = ort.InferenceSession(path, o, providers=["CPUExecutionProvider"])
+        o1 = ort.SessionOptions()
+        o1.intra_op_num_threads = 1
+        self.many = [ort.InferenceSession(path, o1, providers=["CPUExecutionProvider"]) for _ in range(cores)]
+        self.feed = {self.one.get_inputs()[0].name: x}
+        for s in [self.one] + self.many:
+            s.run(None, self.feed)
+
+    def one_round(self, n):
         t = time.perf_counter()
         for _ in range(n):
-            one.run(None, feed)
-        best_one = max(best_one, n / (time.perf_counter() - t))
-    o1 = ort.SessionOptions()
-    o1.intra_op_num_threads = 1
-    sessions = [ort.InferenceSession(path, o1, providers=["CPUExecutionProvider"]) for _ in range(cores)]
-    best_many = 0.0
-    for _ in range(rounds):
-        def work(s, k):
-            for _ in range(k):
-                s.run(None, feed)
+            self.one.run(None, self.feed)
+        return n / (time.perf_counter() - t)
 
-        ths = [threading.Thread(target=work, args=(s, n // cores)) for s in sessions]
+    def many_round(self, n):
+        k = n // len(self.many)
+
+        def work(s):
+            for _ in range(k):
+                s.run(None, self.feed)
+
+        ths = [threading.Thread(target=work, args=(s,)) for s in self.many]
         t = time.perf_counter()
         for th in ths:
             th.start()
         for th in ths:
             th.join()
-        best_many = max(best_many, (n // cores) * cores / (time.perf_counter() - t))
-    lat = []
-    for _ in range(max(5, rounds * 3)):
-        t = time.perf_counter()
-        one.run(None, feed)
-        lat.append(time.perf_counter() - t)
-    return best_one, best_many, statistics.median(lat) * 1e3, one
+        return k * len(self.many) / (time.perf_counter() - t)
 
 
 def bench(name, proto, x, args, cores):
@@ -93,28 +96,48 @@ def bench(name, proto, x, args, cores):
         print(f"{name}: skipped ({e.message[:160]})")
         return
     y = model(x).to_host()
-    lat = []
-    s = npurt.Stream()
-    for _ in range(max(5, args.rounds * 3)):
-        t = time.perf_counter()
-        model.run([x], stream=s)
-        lat.append(time.perf_counter() - t)
-    rates = {S: _npurt_rate(model, x, args.requests, S, args.rounds) for S in args.streams}
-    ort = _ort_rates(path, x, args.requests, args.rounds, cores)
-    print(f"\n{name}: input {x.shape}, {args.requests} requests, best of {args.rounds}")
+    xd = npurt.to_device(x)
+    streams = {S: [npurt.Stream() for _ in range(S)] for S in args.streams}
+    try:
+        import onnxruntime
+    except ImportError:
+        onnxruntime = None
+    ort = _Ort(onnxruntime, path, x, cores) if onnxruntime is not None else None
+    # Warm-up: one pass at the most streams records the replay instances a pass needs.
+    _npurt_round(model, xd, args.requests, streams[max(args.streams)])
+    rates = {S: 0.0 for S in args.streams}
+    one = many = 0.0
+    s1 = streams[args.streams[0]][0]
+    lat = olat = float("inf")
+    reps = max(5, args.rounds * 3)
+    # Alternating: every round measures each npurt configuration and then onnxruntime's,
+    # so a change in the machine's load hits both sides alike; best of the rounds.
+    for _ in range(args.rounds):
+        for S in args.streams:
+            rates[S] = max(rates[S], _npurt_round(model, xd, args.requests, streams[S]))
+        lat = min(lat, _latency(lambda: model.run([x], stream=s1), reps))
+        if ort is not None:
+            one = max(one, ort.one_round(args.requests))
+            many = max(many, ort.many_round(args.requests))
+            olat = min(olat, _latency(lambda: ort.one.run(None, ort.feed), reps))
+    print(f"\n{name}: input {x.shape}, {args.requests} requests, best of {args.rounds} alternating rounds, load average {os.getloadavg()[0]:.1f}")
     print(f"  {'streams':>8}  {'npurt req/s':>12}  {'vs S=1':>7}")
     for S, r in rates.items():
         print(f"  {S:>8}  {r:>12.1f}  {r / rates[args.streams[0]]:>6.2f}x")
     best = max(rates.values())
-    print(f"  npurt single-request latency: {statistics.median(lat) * 1e3:.2f} ms (median)")
+    plan = model.plan(x)
+    print(f"  npurt single-request latency: {lat:.2f} ms (median of {reps}, best round; numpy in, device array out, synchronized)")
+    print(f"  plan: {plan.steps} steps, {plan.instances} replay instances{'' if plan.replay_off is None else ', replay off: ' + plan.replay_off}")
     if ort is None:
         print("  onnxruntime not installed: no baseline")
         return
-    one, many, olat, sess = ort
-    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    ref = ort.one.run(None, ort.feed)[0]
     err = float(np.abs(y - ref).max())
     print(f"  onnxruntime: one session x {cores} threads {one:.1f} req/s; {cores} sessions x 1 thread {many:.1f} req/s; latency {olat:.2f} ms")
-    print(f"  npurt best / onnxruntime best: {best / max(one, many):.2f}x   (max |npurt - ort| = {err:.2g})")
+    print(f"  npurt best / onnxruntime best: {best / max(one, many):.2f}x; latency npurt / onnxruntime: {lat / olat:.1f}x   (max |npurt - ort| = {err:.2g})")
+    for ss in streams.values():
+        for st in ss:
+            st.destroy()
 
 
 def main():

@@ -119,3 +119,12 @@ def test_replay_can_be_turned_off(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "NPURT_MODEL_REPLAY=0"]
+
+
+def test_conv_batch_norm_pairs_are_folded_at_load():
+    m, ref, shape = _load("conv_net")
+    assert m._graph.fused == 1
+    x = np.random.default_rng(9).standard_normal(shape).astype(np.float32)
+    plan = m.plan(x)
+    assert "BatchNormalization" not in {s.op for s in plan.step_list}
+    np.testing.assert_allclose(m(x).to_host(), ref(x), rtol=2e-4, atol=2e-5)

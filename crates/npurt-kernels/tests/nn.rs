@@ -64,6 +64,9 @@ fn conv2d_matches_the_naive_reference_for_any_block_count() {
         ([2, 3, 7, 6], [4, 3, 3, 3], [1, 1], [0, 0, 0, 0], [1, 1], 1),
         ([1, 4, 9, 8], [6, 2, 3, 2], [2, 1], [1, 0, 2, 1], [1, 2], 2),
         ([1, 6, 8, 8], [6, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 6),
+        // depthwise (computed directly): strides, dilations, asymmetric pads, batches
+        ([2, 4, 9, 7], [4, 1, 3, 2], [2, 2], [0, 1, 2, 0], [2, 1], 4),
+        ([1, 5, 10, 10], [5, 1, 5, 5], [2, 2], [2, 2, 2, 2], [1, 1], 5),
         ([2, 5, 6, 6], [7, 5, 1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1),
         ([1, 32, 24, 24], [40, 32, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
     ];
@@ -118,6 +121,63 @@ fn conv_transpose_is_the_adjoint_of_conv() {
     });
     let rhs: f64 = got.iter().zip(&xd).map(|(a, b)| a * b).sum();
     assert!((lhs - rhs).abs() < 1e-3 * lhs.abs().max(1.0), "{lhs} vs {rhs}");
+}
+
+#[test]
+fn pools_2d_fast_path_matches_the_general_path_bitwise() {
+    // A 2-D pool runs pool2d.rs; the same pool with a leading singleton spatial dim runs
+    // the general n-d loop: both must give the same bits.
+    let mut rng = Rng::new(7);
+    let kinds = [
+        PoolKind::Max,
+        PoolKind::Avg {
+            count_include_pad: false,
+        },
+        PoolKind::Avg {
+            count_include_pad: true,
+        },
+    ];
+    // (x [N, C, H, W], kernel, strides, pads [bh, bw, eh, ew], dilations, ceil)
+    type Case = ([usize; 4], [usize; 2], [usize; 2], [usize; 4], [usize; 2], bool);
+    let cases: &[Case] = &[
+        ([2, 3, 8, 8], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
+        ([1, 2, 7, 9], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
+        ([1, 2, 9, 6], [3, 2], [1, 2], [2, 0, 1, 1], [2, 1], false),
+        ([2, 1, 5, 5], [5, 5], [3, 3], [2, 2, 2, 2], [1, 1], true),
+    ];
+    for &(xs, k, st, pd, dl, ceil) in cases {
+        let (x, _) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
+        let x3 = HostTensor::from_f64(DType::F32, &x.to_f64_vec(), &[xs[0], xs[1], 1, xs[2], xs[3]]);
+        let sp: Vec<usize> = (0..2)
+            .map(|d| nn::window_out_len(xs[2 + d], (k[d] - 1) * dl[d] + 1, st[d], pd[d], pd[2 + d], ceil).unwrap())
+            .collect();
+        for kind in kinds {
+            let out = HostTensor::zeros(DType::F32, &[xs[0], xs[1], sp[0], sp[1]]);
+            let got = run_all(&out, f64::NAN, || {
+                nn::pool(kind, &v(&x), &v(&out), &k, Some(&st), Some(&pd), Some(&dl), ceil, 2)
+            });
+            let out3 = HostTensor::zeros(DType::F32, &[xs[0], xs[1], 1, sp[0], sp[1]]);
+            let pads3 = [0, pd[0], pd[1], 0, pd[2], pd[3]];
+            let want = run_all(&out3, f64::NAN, || {
+                nn::pool(
+                    kind,
+                    &v(&x3),
+                    &v(&out3),
+                    &[1, k[0], k[1]],
+                    Some(&[1, st[0], st[1]]),
+                    Some(&pads3),
+                    Some(&[1, dl[0], dl[1]]),
+                    ceil,
+                    2,
+                )
+            });
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+            assert!(same, "{kind:?} {xs:?} {k:?}: {got:?} vs {want:?}");
+        }
+    }
 }
 
 #[test]

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from ..exceptions import InvalidValueError
-from . import onnx_io, ops
+from . import fuse, onnx_io, ops
 from .ir import Unsupported
 
 _SHAPE_SOURCES = frozenset({"Shape", "Size"})
@@ -81,7 +81,8 @@ def _label(node: Any) -> str:
 class Graph:
     """``inputs`` / ``outputs`` (TensorInfo), ``consts`` (name -> host array: initializers
     and folded values), ``nodes`` (``(NodeProto, attrs)`` in topological order), ``opset``
-    and ``opsets`` (the model's imports), ``folded`` (how many nodes were folded at load)."""
+    and ``opsets`` (the model's imports), ``folded`` (how many nodes were folded at load),
+    ``fused`` (how many Conv + BatchNormalization pairs became one Conv: ``fuse.py``)."""
 
     def __init__(self, proto: Any) -> None:
         self.opsets = list(proto.opset_import)
@@ -106,7 +107,7 @@ class Graph:
                 self.folded += 1
             else:
                 nodes.append((k, n, onnx_io.attributes(n)))
-        self.nodes = nodes
+        self.nodes, self.fused = fuse.fold_batch_norms(nodes, self.consts, {o.name for o in self.outputs})
 
     @staticmethod
     def _foldable(n: Any, known: Any) -> bool:

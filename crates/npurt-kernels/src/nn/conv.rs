@@ -7,11 +7,12 @@
 //! output element is always computed by the same GEMM call: results are bitwise identical
 //! for any block count. The block count follows the matmul rule (work / `MIN_TILE_FLOPS`,
 //! at most `BLOCKS_PER_CORE` per core). A 1×1 convolution with stride 1 and no padding
-//! multiplies the input in place (no im2col).
+//! multiplies the input in place (no im2col); a 2-D depthwise one (one input and one
+//! output channel per group) is computed directly, one plane per unit (`depthwise.rs`).
 
-use super::{check_f32, spatial_rank, unravel, Window};
+use super::{check_f32, depthwise, spatial_rank, unravel, Window};
 use crate::matmul::{flops, gemm_f32, MIN_TILE_FLOPS};
-use crate::plan::BLOCKS_PER_CORE;
+use crate::plan::{blocks_for, BLOCKS_PER_CORE};
 use crate::tensor::{check_out_shape, check_output};
 use crate::{KernelArgError, Launch, TensorView};
 use npurt_core::{BlockCtx, Kernel, KernelFault};
@@ -21,6 +22,8 @@ use std::sync::Arc;
 
 /// im2col scratch per tile, in f32 elements (1 MiB).
 const SCRATCH_MAX: usize = 1 << 18;
+/// Multiply-adds per block of a depthwise convolution.
+const DEPTHWISE_GRAIN: usize = 1 << 18;
 
 type Idx = SmallVec<[usize; 4]>;
 
@@ -102,6 +105,9 @@ pub fn conv(
     let w2 = flat(op, w, &[m, kk])?;
     let pointwise = kprod == 1 && win.strides.iter().all(|&s| s == 1) && win.pads.iter().all(|&q| q == 0);
     let direct = if pointwise { x.reshape(&[n, c, p]).ok() } else { None };
+    // One input and one output channel per group, 2-D: computed directly (depthwise.rs),
+    // one unit per plane.
+    let depthwise = k == 2 && cg == 1 && mg == 1 && kprod > 1;
     // Tile width: about MIN_TILE_FLOPS of work, im2col scratch within SCRATCH_MAX.
     let per_col = 2 * mg * kk.max(1);
     let cap = (SCRATCH_MAX / kk.max(1)).max(16) / 16 * 16;
@@ -109,12 +115,16 @@ pub fn conv(
         .next_multiple_of(16)
         .clamp(16, cap)
         .min(p.max(1));
+    let pt = if depthwise { p.max(1) } else { pt };
     let tiles = p.div_ceil(pt);
     let units = n * group * tiles;
     let work = flops(n * group, mg, p, kk);
-    let blocks = (work / MIN_TILE_FLOPS)
-        .clamp(1, BLOCKS_PER_CORE * cores.max(1) as usize)
-        .min(units.max(1));
+    let blocks = if depthwise {
+        blocks_for(work / 2, DEPTHWISE_GRAIN, cores)
+    } else {
+        (work / MIN_TILE_FLOPS).clamp(1, BLOCKS_PER_CORE * cores.max(1) as usize) as u32
+    }
+    .min(units.max(1) as u32);
     let kern = ConvKernel {
         x: x.clone(),
         w: w2,
@@ -129,8 +139,9 @@ pub fn conv(
         kk,
         pt,
         tiles,
+        depthwise,
     };
-    Ok((Arc::new(kern), blocks as u32))
+    Ok((Arc::new(kern), blocks))
 }
 
 struct ConvKernel {
@@ -150,6 +161,8 @@ struct ConvKernel {
     kk: usize,
     pt: usize,
     tiles: usize,
+    /// Computed by `depthwise::plane` (one plane per unit), not on the GEMM path.
+    depthwise: bool,
 }
 
 impl ConvKernel {
@@ -244,6 +257,10 @@ impl ConvKernel {
             .wrapping_offset(n as isize * os[0] + (g * self.mg) as isize * os[1] + p0 as isize * os[2]);
         let lhs = (self.w.ptr::<f32>() as *const f32).wrapping_offset((g * self.mg) as isize * ws[0]);
         let at = |i: usize, j: usize| dst.wrapping_offset(i as isize * os[1] + j as isize * os[2]);
+        if self.depthwise {
+            self.depthwise_unit(n, g);
+            return;
+        }
         if self.kk == 0 {
             for i in 0..self.mg {
                 for j in 0..cols {
@@ -303,6 +320,55 @@ impl ConvKernel {
                 }
             }
         }
+    }
+}
+
+impl ConvKernel {
+    /// Image `n`, channel `g` of a depthwise convolution.
+    fn depthwise_unit(&self, n: usize, g: usize) {
+        let (xs, ws, os) = (self.x.strides(), self.w.strides(), self.out.strides());
+        let x = (self.x.ptr::<f32>() as *const f32).wrapping_offset(n as isize * xs[0] + g as isize * xs[1]);
+        let w = (self.w.ptr::<f32>() as *const f32).wrapping_offset(g as isize * ws[0]);
+        let out = self
+            .out
+            .ptr::<f32>()
+            .wrapping_offset(n as isize * os[0] + g as isize * os[1]);
+        let bias = self.bias.as_ref().map(|b| {
+            // SAFETY: channel g < M, the bias length (checked at launch); only read.
+            unsafe {
+                (b.ptr::<f32>() as *const f32)
+                    .wrapping_offset(g as isize * b.strides()[0])
+                    .read()
+            }
+        });
+        let (win, sp) = (&self.win, &self.x.shape()[2..]);
+        let geo = depthwise::Plane {
+            input: [sp[0], sp[1]],
+            output: [self.out_sp[0], self.out_sp[1]],
+            kernel: [win.kernel[0], win.kernel[1]],
+            strides: [win.strides[0], win.strides[1]],
+            dilations: [win.dilations[0], win.dilations[1]],
+            pads: [win.pads[0], win.pads[1]],
+        };
+        let wk = win.kernel[1] as isize * ws[1];
+        let orow = self.out_sp[1] as isize * os[2];
+        COLS.with(|scratch| {
+            // SAFETY: the plane of image n, channel g lies inside x (its shape and strides),
+            // weight row g (kernel[0]·kernel[1] elements, contiguous: reshaped at launch)
+            // inside w, and output plane (n, g) inside out (its spatial dims are contiguous:
+            // reshaped to [N, M, P] at launch); out overlaps neither input (check_output)
+            // and units own disjoint planes.
+            unsafe {
+                depthwise::plane(
+                    &geo,
+                    (x, [xs[2], xs[3]]),
+                    (w, [wk, ws[1]]),
+                    bias,
+                    (out, [orow, os[2]]),
+                    &mut scratch.borrow_mut(),
+                )
+            }
+        });
     }
 }
 

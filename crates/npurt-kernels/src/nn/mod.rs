@@ -9,9 +9,11 @@
 mod chan;
 mod conv;
 mod conv_transpose;
+mod depthwise;
 mod index;
 mod pad;
 mod pool;
+mod pool2d;
 mod resize;
 mod topk;
 

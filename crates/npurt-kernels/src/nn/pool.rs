@@ -7,6 +7,7 @@
 //! padded input (positions past the end padding in `ceil_mode` never count: PyTorch's and
 //! onnx.reference's rule).
 
+use super::pool2d::{self, Axis};
 use super::{check_f32, spatial_rank, unravel, Window};
 use crate::elementwise::split_aligned;
 use crate::plan::blocks_for;
@@ -54,6 +55,12 @@ pub fn pool(
     check_output(op, out, &[("x", x)], false)?;
     let work = out.numel().saturating_mul(win.kernel.iter().product::<usize>().max(1));
     let blocks = blocks_for(work, 1 << 16, cores);
+    let fast = (k == 2).then(|| {
+        [
+            Axis::new(&win, 0, x.shape()[2], out_sp[0]),
+            Axis::new(&win, 1, x.shape()[3], out_sp[1]),
+        ]
+    });
     Ok((
         Arc::new(PoolKernel {
             op,
@@ -61,6 +68,7 @@ pub fn pool(
             x: x.clone(),
             out: out.clone(),
             win,
+            fast,
         }),
         blocks,
     ))
@@ -72,6 +80,8 @@ struct PoolKernel {
     x: TensorView,
     out: TensorView,
     win: Window,
+    /// 2-D pooling: the window tables of the fast path (`pool2d.rs`).
+    fast: Option<[Axis; 2]>,
 }
 
 impl PoolKernel {
@@ -192,7 +202,10 @@ impl Kernel for PoolKernel {
     }
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
         let (s, e) = split_aligned(blk, self.out.numel(), 16);
-        self.run(s, e);
+        match &self.fast {
+            Some(axes) => pool2d::run(self.kind, &self.x, &self.out, &self.win, axes, (s, e)),
+            None => self.run(s, e),
+        }
         Ok(())
     }
 }

@@ -15,9 +15,10 @@ from . import FLOATS, bshape, copy_into, kernel, need_dtype, op
 
 
 def _batched(ctx: Ctx, v: Val, batch: List[int], rows: int, cols: int) -> Val:
-    """``v`` as a (prod(batch), rows, cols) value: a view when its batch dims already are
-    ``batch``, else a broadcast copy first."""
-    if list(v.shape[:-2]) != batch:
+    """``v`` as a (prod(batch), rows, cols) value: a view when broadcasting its batch dims
+    to ``batch`` repeats nothing (same element count: only size-1 dims added), else a
+    broadcast copy first."""
+    if math.prod(v.shape[:-2]) != math.prod(batch):
         full = ctx.new(batch + [rows, cols], v.dtype)
         copy_into(ctx, v, full, op="MatMul")
         v = full
@@ -48,8 +49,9 @@ def _matmul(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type
         ctx.emit(lambda i, o, s: o[0].fill(0, stream=s), [], [out], "MatMul")
         return [out]
     nb = math.prod(batch)
-    if math.prod(b2.shape[:-2]) == 1 and nb > 1:
-        # One right operand: the batch folds into the rows, (B*M, K) @ (K, N).
+    if math.prod(b2.shape[:-2]) == 1:
+        # One right operand: the batch folds into the rows, (B*M, K) @ (K, N) (no copy of
+        # the right operand when it has fewer dims than the left one).
         lhs = _batched(ctx, a2, batch, m, k)
         lhs = ctx.view(lhs, [nb * m, k])
         rhs = ctx.view(b2, [k, n])
