@@ -22,7 +22,7 @@ pub(super) struct Plane {
 
 /// The half-open range of output indices `o` whose input index `o·s + off` lies in
 /// `[0, n)`, within `[0, out)`.
-fn inside(out: usize, n: usize, s: usize, off: isize) -> (usize, usize) {
+pub(super) fn inside(out: usize, n: usize, s: usize, off: isize) -> (usize, usize) {
     let s = s as isize;
     let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
     let hi = if n as isize <= off {
