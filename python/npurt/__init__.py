@@ -90,7 +90,11 @@ logs.start()
 
 # Finish queued work and stop runtime threads while the interpreter can still run
 # host callbacks.
+from . import sanitizer  # noqa: E402  (NPURT_SANITIZER: on before any allocation of the program)
+
+sanitizer._from_env()  # its exit summary runs after the teardown below
 _atexit.register(_npurt._shutdown)
+sanitizer._register_leak_check()  # before the teardown: what is still allocated leaks
 
 from . import _status  # noqa: E402  (npurt-smi's per-process record)
 

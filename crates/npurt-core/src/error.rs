@@ -349,6 +349,8 @@ pub enum Error {
     Shared(#[from] crate::shared::SharedError),
     #[error(transparent)]
     Collective(#[from] crate::collective::CollectiveError),
+    #[error(transparent)]
+    Sanitizer(#[from] crate::sanitizer::SanitizerError),
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 }
@@ -374,6 +376,7 @@ impl Error {
             Error::Ipc(e) => e.code(),
             Error::Shared(e) => e.code(),
             Error::Collective(_) => AclCode::INTERNAL_ERROR,
+            Error::Sanitizer(e) => e.code(),
             Error::InvalidArgument(_) => AclCode::PARAM_INVALID,
         }
     }
@@ -394,7 +397,7 @@ impl Error {
             Error::Ipc(_) => ErrorKind::Ipc,
             Error::Shared(e) => e.kind(),
             Error::Collective(_) => ErrorKind::Collective,
-            Error::InvalidArgument(_) => ErrorKind::InvalidValue,
+            Error::Sanitizer(_) | Error::InvalidArgument(_) => ErrorKind::InvalidValue,
         }
     }
 

@@ -183,6 +183,11 @@ impl Event {
         Ok(())
     }
 
+    /// The event's identity for the sanitizer (its shared state's address).
+    pub fn key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     pub(crate) fn point(&self) -> Result<Option<(Arc<StreamInner>, u64)>> {
         self.check()?;
         Ok(self.0.point.lock().as_ref().map(|p| (p.stream.clone(), p.target)))
@@ -196,7 +201,13 @@ impl Event {
         }
         Ok(match &*self.0.point.lock() {
             None => true,
-            Some(p) => p.stream.timeline.completed() >= p.target,
+            Some(p) => {
+                let done = p.stream.timeline.completed() >= p.target;
+                if done && crate::sanitizer::on() {
+                    crate::sanitizer::on_host_sync(p.stream.id, p.target);
+                }
+                done
+            }
         })
     }
 
@@ -212,7 +223,11 @@ impl Event {
             return Ok(true);
         };
         let deadline = timeout.map(|t| Instant::now() + t);
-        Ok(stream.timeline.wait_for(target, deadline, stream.dev.spin_iters))
+        let done = stream.timeline.wait_for(target, deadline, stream.dev.spin_iters);
+        if done && crate::sanitizer::on() {
+            crate::sanitizer::on_host_sync(stream.id, target);
+        }
+        Ok(done)
     }
 
     /// The error a [`synchronize`](Self::synchronize) with `timeout` gives when it passes.
@@ -241,6 +256,9 @@ impl Event {
                 secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
             }
             .into());
+        }
+        if crate::sanitizer::on() {
+            crate::sanitizer::on_host_sync(stream.id, target);
         }
         Ok(())
     }
@@ -288,7 +306,12 @@ impl Stream {
             });
             return self.wait_external(cond, timeout);
         }
-        if let Some((on, target)) = event.point()? {
+        let point = event.point()?;
+        if crate::sanitizer::on() {
+            let at = point.as_ref().map(|(s, t)| (s.id, *t));
+            crate::sanitizer::on_event_wait(&self.0, event.key(), at);
+        }
+        if let Some((on, target)) = point {
             log::debug!(
                 "stream {} waits for event {:p} (stream {} task {}): device {} context {}",
                 self.0.id,

@@ -61,6 +61,7 @@ pub mod logging;
 pub mod memory;
 pub mod profiler;
 pub mod registry;
+pub mod sanitizer;
 pub mod shared;
 pub mod thread_role;
 

@@ -212,6 +212,9 @@ fn release(id: i64, force: bool) -> Result<Option<LeakReport>> {
         st.dev.take()
     };
     let Some(d) = dev else { return Ok(None) };
+    if crate::sanitizer::on() {
+        crate::sanitizer::memcheck::device_reset(id as u32);
+    }
     if crate::lifecycle::forked() {
         return Ok(None); // the parent's device: nothing of it runs here, leave it alone
     }

@@ -22,6 +22,9 @@ pub fn is_runtime_thread() -> bool {
 /// Blocking calls from a runtime thread would wait on themselves: refuse them.
 pub(crate) fn forbid_runtime_thread(what: &'static str) -> Result<()> {
     if is_runtime_thread() {
+        if crate::sanitizer::on() {
+            crate::sanitizer::on_refused(what);
+        }
         return Err(DeviceError::RuntimeThread(what).into());
     }
     Ok(())

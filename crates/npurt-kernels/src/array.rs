@@ -309,6 +309,9 @@ pub fn launch(
     if crate::replay::capture(&kernel, blocks, inputs) {
         return Ok(None); // recorded for a replay (replay.rs), not queued
     }
+    if npurt_core::sanitizer::on() {
+        stage_accesses(s, kernel.name(), inputs, out);
+    }
     // The implicit waits never block here (the caller may hold the GIL, and a full ring may
     // be waiting for host callbacks that need it): a wait that finds the ring full defers
     // it and everything after it to `finish_launch`. No allocation unless that happens.
@@ -333,6 +336,20 @@ pub fn launch(
         );
     }
     Ok(pending.map(|kernel| PendingLaunch { waits, kernel }))
+}
+
+/// The sanitizer's view of a launch: the byte span of each input read, the output's
+/// written (a strided view counts as its whole span).
+#[cold]
+fn stage_accesses(s: &Stream, name: &str, inputs: &[&DeviceArray], out: &DeviceArray) {
+    use npurt_core::sanitizer::race::{stage, Access};
+    let span = |a: &DeviceArray, write| {
+        let (start, len) = a.tensor().byte_span();
+        Access { start, len, write }
+    };
+    let mut acc: Vec<Access> = inputs.iter().map(|a| span(a, false)).collect();
+    acc.push(span(out, true));
+    stage(s.id(), &format!("kernel {name}"), acc);
 }
 
 /// Pushes what [`launch`] returned, in order (waits for room in the ring).
@@ -363,6 +380,9 @@ mod tests {
         assert!(view(&buf, 0, f, vec![4], vec![4, 1]).is_err());
         assert!(view(&buf, 0, DType::I64, vec![8], vec![1]).is_ok());
         assert!(view(&buf, 0, f, vec![usize::MAX / 2, 2], vec![isize::MAX, 1]).is_err());
+        let v = view(&buf, 48, f, vec![2, 2], vec![-4, 1]).unwrap();
+        assert_eq!(v.byte_span(), (buf.addr() + 32, 24), "rows at bytes 48.. and 32..");
+        assert_eq!(view(&buf, 8, f, vec![0, 3], vec![3, 1]).unwrap().byte_span().1, 0);
         let a = DeviceArray::empty(Some(&mem), f, vec![3, 5]).unwrap();
         assert!(a.view_as(0, f, vec![5, 3], vec![1, 5]).is_ok());
         assert!(a.view_as(4, f, vec![5, 3], vec![1, 5]).is_err());

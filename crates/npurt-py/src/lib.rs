@@ -31,6 +31,7 @@ mod profmem;
 mod pybuf;
 mod replay;
 mod runtime;
+mod sanitizer;
 mod shared;
 mod stream;
 mod view;
@@ -73,6 +74,7 @@ fn _npurt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     array::register(m)?;
     profiler::register(m)?;
     logs::register(m)?;
+    sanitizer::register(m)?;
     profmem::register(m)?;
     replay::register(m)
 }

@@ -68,6 +68,10 @@ pub(crate) fn view_array<'py>(py: Python<'py>, view: &BufferView, n: usize) -> P
 
 /// `addr..addr+nbytes` must lie inside `buf` (the callers take it from a buffer or view).
 fn mem_view_array<'py>(py: Python<'py>, buf: AnyBuffer, addr: usize, nbytes: usize) -> PyResult<Bound<'py, PyAny>> {
+    if npurt_core::sanitizer::on() {
+        // racecheck: what the host does through the view is invisible; count it a write now.
+        npurt_core::sanitizer::race::host_access(addr, nbytes, true, "numpy view of npurt memory");
+    }
     let view = PyMemView {
         _buf: buf,
         addr,

@@ -26,6 +26,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import _npurt
+from .. import sanitizer as _san
 from ..exceptions import Error
 from . import constants as C
 
@@ -139,7 +140,9 @@ def add_handle(kind: str, obj: Any) -> int:
     with _lock:
         h = _HANDLE_BASE + 64 * next(_next)
         _objects[h] = (kind, obj)
-        return h
+    if kind == "stream" and _san.active:  # synccheck: one host thread per pyACL stream
+        _npurt._sanitizer_acl_stream(obj)
+    return h
 
 
 def get_handle(kind: str, handle: int) -> Any:
@@ -261,13 +264,21 @@ class Allocations:
         freed.discard(base, size)
         with _lock:
             self._items[base] = (buf, size)
+        if _san.active:  # memcheck: explicit-free memory, leaked unless freed
+            _npurt._sanitizer_raw_alloc(buf)
 
-    def pop(self, base: int) -> Optional[Any]:
+    def pop(self, base: int, api: Optional[str] = None) -> Optional[Any]:
+        """Removes and returns the buffer at ``base``; ``api`` (the freeing call) reports
+        a pointer that is not one to the sanitizer."""
         with _lock:
             item = self._items.pop(base, None)
         if item is None:
+            if _san.active and api:  # memcheck: a double or invalid free
+                _npurt._sanitizer_bad_free(base, api)
             return None
         freed.add(base, item[1])
+        if _san.active:  # memcheck: the freed block goes to the quarantine
+            _npurt._sanitizer_raw_free(item[0])
         return item[0]
 
     def find(self, ptr: int) -> Optional[Tuple[Any, int, int]]:

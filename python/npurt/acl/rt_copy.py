@@ -26,6 +26,7 @@ import ctypes
 from typing import Any, Optional, Tuple
 
 from .. import _npurt
+from .. import sanitizer as _san
 from . import _state as S
 from . import constants as C
 
@@ -56,6 +57,8 @@ def _locate(ptr: int, n: int, write: bool) -> Tuple[Optional[Any], int]:
     found = S.device_allocs.find(ptr) or S.host_allocs.find(ptr)
     if found is not None:
         return _view(found, n), ptr
+    if _san.active and _npurt._sanitizer_check_freed(ptr, n, "acl.rt copy"):  # memcheck: quarantined
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is freed acl memory (use after free)")
     if S.npurt_device_pointer(ptr):
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is npurt device memory not from acl.rt.malloc")
     # Freed device memory stays known: still cached by a pool, it is device memory (never

@@ -81,7 +81,7 @@ def malloc_host(size: int) -> Tuple[int, int]:
 def _free(allocs: S.Allocations, ptr: int, what: str) -> int:
     if ptr == 0:
         raise S.Fail(C.ACL_ERROR_INVALID_PARAM, f"{what}: null pointer")
-    buf = allocs.pop(ptr)
+    buf = allocs.pop(ptr, f"acl.rt.{what}")
     if buf is None:
         raise S.Fail(C.ACL_ERROR_RT_MEMORY_FREE, f"{what}: {ptr:#x} is not the start of a live allocation")
     buf.free()

@@ -16,6 +16,8 @@ import struct
 import threading
 from typing import Tuple
 
+from .. import _npurt
+from .. import sanitizer as _san
 from ..event import Event
 from ..stream import Stream
 from . import _state as S
@@ -325,7 +327,9 @@ def event_elapsed_time(start: int, end: int) -> Tuple[float, int]:
 def destroy_event(event: int) -> int:
     """``ret = acl.rt.destroy_event(event)``."""
     h = S.ulong(event, "rt.destroy_event")
-    S.drop_handle("event", h)
+    ev = S.drop_handle("event", h)
+    if _san.active:  # synccheck: streams still waiting on it
+        _npurt._sanitizer_event_destroyed(ev)
     with _rec_lock:
         _recorded.discard(h)
         _ex_flags.pop(h, None)

@@ -168,6 +168,9 @@ fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
             drop(op);
         } else {
             let start_ns = if submit_ns != 0 { crate::clock::now_ns() } else { 0 };
+            if engine == Engine::Host && crate::sanitizer::on() {
+                crate::sanitizer::on_callback(stream.id, stream.timeline.completed());
+            }
             let result = match catch_unwind(AssertUnwindSafe(op)) {
                 Ok(r) => r,
                 Err(p) => Err(match engine {

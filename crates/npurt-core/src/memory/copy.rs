@@ -64,6 +64,14 @@ fn check_sizes(op: &'static str, dst_cap: usize, src_cap: usize, nbytes: Option<
     if n == 0 {
         return Err(BufferError::ZeroSize { op }.into());
     }
+    if crate::sanitizer::on() && (n > dst_cap || n > src_cap) {
+        let (side, cap) = if n > dst_cap {
+            ("destination", dst_cap)
+        } else {
+            ("source", src_cap)
+        };
+        crate::sanitizer::memcheck::out_of_bounds(op, side, None, 0, n, cap);
+    }
     if n > dst_cap {
         return Err(BufferError::OutOfRange {
             op,
@@ -93,6 +101,9 @@ fn check_range(op: &'static str, side: &'static str, cap: usize, offset: usize, 
         return Err(BufferError::ZeroSize { op }.into());
     }
     if offset.checked_add(len).is_none_or(|end| end > cap) {
+        if crate::sanitizer::on() {
+            crate::sanitizer::memcheck::out_of_bounds(op, side, None, offset, len, cap);
+        }
         return Err(BufferError::OutOfRange {
             op,
             side,
@@ -110,6 +121,10 @@ fn check_range(op: &'static str, side: &'static str, cap: usize, offset: usize, 
 pub fn memcpy<D: Buffer + ?Sized, S: Buffer + ?Sized>(dst: &D, src: &S, nbytes: Option<usize>) -> Result<usize> {
     let (d, s) = (dst.region()?, src.region()?);
     let n = check_sizes("memcpy", d.cap, s.cap, nbytes)?;
+    if crate::sanitizer::on() {
+        let what = copy_desc(&d, &s, n).kind.label();
+        crate::sanitizer::on_copy(None, (d.addr, n), Some((s.addr, n)), what);
+    }
     // SAFETY: both regions are live allocations of at least `n` bytes, kept alive by
     // `d.keep` / `s.keep` until the end of this function; npurt never hands out Rust
     // references to device or pinned memory (Staging is never a Buffer).
@@ -160,6 +175,10 @@ pub fn try_memcpy_async<D: Buffer + ?Sized, S: Buffer + ?Sized>(
 ) -> Result<std::result::Result<u64, Pending>> {
     let (d, s) = (dst.region()?, src.region()?);
     let n = check_sizes("memcpy_async", d.cap, s.cap, nbytes)?;
+    if crate::sanitizer::on() {
+        let what = copy_desc(&d, &s, n).kind.label();
+        crate::sanitizer::on_copy(Some(stream.id()), (d.addr, n), Some((s.addr, n)), what);
+    }
     queue_copy(stream, d, s, n)
 }
 
@@ -188,6 +207,9 @@ pub fn try_memcpy_async_from_staging<D: Buffer + ?Sized>(
 ) -> Result<std::result::Result<u64, Pending>> {
     let d = dst.region()?;
     let n = check_sizes("memcpy_async", d.cap, staging.len(), nbytes)?;
+    if crate::sanitizer::on() {
+        crate::sanitizer::on_copy(Some(stream.id()), (d.addr, n), None, "Memcpy (staged)");
+    }
     queue_copy(stream, d, staging.into_region(), n)
 }
 
@@ -198,6 +220,9 @@ pub fn memcpy_async_from_slice<D: Buffer + ?Sized>(dst: &D, src: &[u8], stream: 
     let n = check_sizes("memcpy_async", d.cap, src.len(), None)?;
     let mut staging = Staging::new(n)?;
     staging.as_mut_slice().copy_from_slice(src);
+    if crate::sanitizer::on() {
+        crate::sanitizer::on_copy(Some(stream.id()), (d.addr, n), None, "Memcpy (staged)");
+    }
     match queue_copy(stream, d, staging.into_region(), n)? {
         Ok(seq) => Ok(seq),
         Err(p) => stream.push_pending(p),
@@ -208,6 +233,9 @@ pub fn memcpy_async_from_slice<D: Buffer + ?Sized>(dst: &D, src: &[u8], stream: 
 pub fn memset<D: Buffer + ?Sized>(dst: &D, value: u8, nbytes: Option<usize>) -> Result<usize> {
     let d = dst.region()?;
     let n = check_sizes("memset", d.cap, d.cap, nbytes)?;
+    if crate::sanitizer::on() {
+        crate::sanitizer::on_copy(None, (d.addr, n), None, "memset");
+    }
     // SAFETY: as in `memcpy`; `d.keep` lives until the end of the function.
     unsafe { std::ptr::write_bytes(d.addr as *mut u8, value, n) };
     log::debug!("memset (synchronous) {n} B at {:#x} to {value:#04x}", d.addr);
@@ -223,6 +251,9 @@ pub fn try_memset_async<D: Buffer + ?Sized>(
 ) -> Result<std::result::Result<u64, Pending>> {
     let d = dst.region()?;
     let n = check_sizes("memset_async", d.cap, d.cap, nbytes)?;
+    if crate::sanitizer::on() {
+        crate::sanitizer::on_copy(Some(stream.id()), (d.addr, n), None, "Memset");
+    }
     let op: EngineOp = Box::new(move || {
         // SAFETY: validated for `n` bytes; the closure owns `d.keep` until it returns.
         unsafe { std::ptr::write_bytes(d.addr as *mut u8, value, n) };
@@ -245,6 +276,9 @@ pub fn memset_async<D: Buffer + ?Sized>(dst: &D, value: u8, nbytes: Option<usize
 pub fn write<D: Buffer + ?Sized>(dst: &D, offset: usize, src: &[u8]) -> Result<()> {
     let d = dst.region()?;
     check_range("write", "destination", d.cap, offset, src.len())?;
+    if crate::sanitizer::on() {
+        crate::sanitizer::on_copy(None, (d.addr + offset, src.len()), None, "write from the host");
+    }
     // SAFETY: `dst` is live for `offset + len` bytes (checked), kept alive by `d.keep`;
     // `src` is a valid slice, and cannot alias npurt memory (never lent as a slice).
     unsafe { copy_bytes(d.addr + offset, src.as_ptr() as usize, src.len()) };
@@ -255,6 +289,9 @@ pub fn write<D: Buffer + ?Sized>(dst: &D, offset: usize, src: &[u8]) -> Result<(
 pub fn read<S: Buffer + ?Sized>(src: &S, offset: usize, dst: &mut [u8]) -> Result<()> {
     let s = src.region()?;
     check_range("read", "source", s.cap, offset, dst.len())?;
+    if crate::sanitizer::on() {
+        crate::sanitizer::on_copy(None, (0, 0), Some((s.addr + offset, dst.len())), "read to the host");
+    }
     // SAFETY: as in `write`, with the roles swapped; `dst` is an exclusive borrow.
     unsafe { copy_bytes(dst.as_mut_ptr() as usize, s.addr + offset, dst.len()) };
     Ok(())

@@ -59,6 +59,9 @@ pub(crate) struct HostInner {
 impl Drop for HostInner {
     fn drop(&mut self) {
         // Last user gone (queued copies included): back to the pinned cache.
+        if crate::sanitizer::on() {
+            crate::sanitizer::race::forget(self.addr, self.capacity);
+        }
         drop(pinned_pool().free(self.addr));
     }
 }

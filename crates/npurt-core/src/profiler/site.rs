@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 /// Where one launch came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LaunchMeta {
     /// `file:line` of the launching call.
     pub site: Arc<str>,
@@ -80,14 +80,44 @@ pub(crate) fn capture(observed: bool, kernel: bool) -> u32 {
     }
 }
 
-/// Stores a site; returns its id (never 0), or 0 once the table is full.
+/// The id of the current call site with the whole stack (the sanitizer's allocation and
+/// access stacks); 0 without a source. Called on a host thread.
+#[cold]
+pub(crate) fn capture_stack() -> u32 {
+    match SOURCE.get() {
+        Some(f) => f(WANT_STACK),
+        None => 0,
+    }
+}
+
+/// Sites with a stack already stored, by content (a loop captures the same stack again
+/// and again: the table keeps one copy).
+static WITH_STACK: parking_lot::Mutex<Option<std::collections::HashMap<Arc<LaunchMeta>, u32>>> =
+    parking_lot::Mutex::new(None);
+
+/// Stores a site; returns its id (never 0), or 0 once the table is full. A site with a
+/// stack that is already stored gets its id back.
 pub fn intern(meta: LaunchMeta) -> u32 {
+    let meta = Arc::new(meta);
+    let mut seen = if meta.stack.is_some() {
+        let mut g = WITH_STACK.lock();
+        if let Some(id) = g.get_or_insert_with(Default::default).get(&meta) {
+            return *id;
+        }
+        Some(g)
+    } else {
+        None
+    };
     let mut t = TABLE.write();
     if t.len() >= MAX_SITES {
         return 0;
     }
-    t.push(Arc::new(meta));
-    t.len() as u32
+    t.push(meta.clone());
+    let id = t.len() as u32;
+    if let Some(map) = seen.as_mut().and_then(|g| g.as_mut()) {
+        map.insert(meta, id);
+    }
+    id
 }
 
 /// The site of id `id`.
@@ -118,6 +148,13 @@ mod tests {
         assert_eq!(describe(id).as_deref(), Some("train.py:12"));
         assert_eq!(meta(id).unwrap().shapes.as_deref(), Some("[[2, 3]]"));
         assert!(meta(0).is_none());
+        let stacked = || LaunchMeta {
+            site: "train.py:12".into(),
+            stack: Some("train.py:12(main)".into()),
+            shapes: None,
+        };
+        let (a, b) = (intern(stacked()), intern(stacked()));
+        assert!(a != 0 && a == b && a != id, "one copy of a repeated stack");
         assert!(meta(u32::MAX).is_none());
     }
 }

@@ -124,7 +124,11 @@ impl StreamInner {
     pub(crate) fn try_push(self: &Arc<Self>, task: Task) -> std::result::Result<u64, Task> {
         let (submit_ns, meta) = (task.submit_ns, task.meta);
         let what = log::log_enabled!(log::Level::Debug).then(|| observe::describe(&task.op));
+        let san = crate::sanitizer::on().then(|| task.op.kind());
         let pos = self.queue.push(task)?;
+        if let Some(kind) = san {
+            crate::sanitizer::on_submit(self, pos, meta, kind);
+        }
         if submit_ns != 0 {
             self.note_launch(pos, submit_ns, meta);
         }
@@ -167,7 +171,11 @@ impl StreamInner {
     pub(crate) fn wait_all(&self, timeout: Option<Duration>) -> bool {
         let target = self.queue.tail();
         let deadline = timeout.map(|t| Instant::now() + t);
-        self.timeline.wait_for(target, deadline, self.dev.spin_iters)
+        let done = self.timeline.wait_for(target, deadline, self.dev.spin_iters);
+        if done && crate::sanitizer::on() {
+            crate::sanitizer::on_host_sync(self.id, target);
+        }
+        done
     }
 
     /// Drops queued tasks and marks them complete; only once the device's threads are gone.
@@ -311,8 +319,14 @@ impl Stream {
 
     /// Orders later work on this stream after `on` reached `target` (a device-side wait).
     pub(crate) fn wait_point(&self, on: Arc<StreamInner>, target: u64, timeout: Option<Duration>) -> Result<()> {
-        if Arc::ptr_eq(&on, &self.0) || on.timeline.completed() >= target {
-            return Ok(()); // already ordered (same stream) or already satisfied
+        if Arc::ptr_eq(&on, &self.0) {
+            return Ok(()); // already ordered
+        }
+        if crate::sanitizer::on() {
+            crate::sanitizer::on_wait(&self.0, &on, target);
+        }
+        if on.timeline.completed() >= target {
+            return Ok(()); // already satisfied
         }
         self.submit(Op::Wait { on, target, timeout }).map(|_| ())
     }
@@ -334,7 +348,12 @@ impl Stream {
     /// True when all submitted work has finished; raises the stream's sticky error.
     pub fn query(&self) -> Result<bool> {
         self.0.check_usable()?;
-        Ok(self.0.timeline.completed() >= self.0.queue.tail())
+        let tail = self.0.queue.tail();
+        let done = self.0.timeline.completed() >= tail;
+        if done && crate::sanitizer::on() {
+            crate::sanitizer::on_host_sync(self.0.id, tail);
+        }
+        Ok(done)
     }
 
     /// Waits for all submitted work (or the timeout); raises the stream's sticky error.
@@ -369,6 +388,8 @@ impl Stream {
         if !force {
             crate::thread_role::forbid_runtime_thread("destroy a stream")?;
             self.0.wait_all(None);
+        } else if crate::sanitizer::on() {
+            crate::sanitizer::on_force_destroy(&self.0);
         }
         self.0.retire(force);
         if let Some(list) = self.0.list.upgrade() {

@@ -25,6 +25,9 @@ impl Stream {
         }
         w.sticky()?;
         let target = w.queue.tail();
+        if crate::sanitizer::on() {
+            crate::sanitizer::on_wait(&self.0, w, target);
+        }
         if w.timeline.completed() >= target {
             return Ok(None);
         }
@@ -61,6 +64,9 @@ impl Stream {
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let done = self.0.timeline.wait_for(target, deadline, self.0.dev.spin_iters);
+        if done && crate::sanitizer::on() {
+            crate::sanitizer::on_host_sync(self.0.id, target);
+        }
         self.0.sticky()?;
         Ok(done)
     }
@@ -74,7 +80,12 @@ impl Stream {
     /// True if the stream has work queued or running (whatever its status).
     #[inline]
     pub fn has_pending_work(&self) -> bool {
-        self.0.dev.is_alive() && self.0.timeline.completed() < self.0.queue.tail()
+        let tail = self.0.queue.tail();
+        let pending = self.0.dev.is_alive() && self.0.timeline.completed() < tail;
+        if !pending && crate::sanitizer::on() {
+            crate::sanitizer::on_host_sync(self.0.id, tail); // the host saw it all complete
+        }
+        pending
     }
 
     /// The error a [`synchronize`](Self::synchronize) with `timeout` gives when it passes.

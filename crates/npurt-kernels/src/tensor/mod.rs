@@ -195,6 +195,26 @@ impl TensorView {
     pub fn keep(&self) -> &Keep {
         &self.keep
     }
+    /// `(first byte, length)` of the bytes the view addresses (its whole span when strided).
+    pub fn byte_span(&self) -> (usize, usize) {
+        let item = self.dtype.itemsize() as isize;
+        if self.shape.contains(&0) {
+            return (self.addr, 0);
+        }
+        let (mut lo, mut hi) = (0isize, 0isize);
+        for (&n, &st) in self.shape.iter().zip(&self.strides) {
+            let ext = st * (n as isize - 1);
+            if ext < 0 {
+                lo += ext;
+            } else {
+                hi += ext;
+            }
+        }
+        (
+            (self.addr as isize + lo * item) as usize,
+            ((hi - lo + 1) * item) as usize,
+        )
+    }
     pub fn ndim(&self) -> usize {
         self.shape.len()
     }

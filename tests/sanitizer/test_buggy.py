@@ -1,0 +1,66 @@
+"""examples/buggy/: one program per class of mistake, each producing exactly its report
+(run as real programs with NPURT_SANITIZER=all)."""
+
+import pytest
+
+from .helpers_san import BUGGY, EXIT, run_sanitized
+
+# (tool, kind, words of the message) of each report, in order.
+EXPECTED = {
+    "leak_in_exception_branch.py": [("memcheck", "leak", "Leaked 4128 bytes")],
+    "stale_pointer.py": [
+        ("memcheck", "use-after-free", "use after free"),
+        ("memcheck", "double-free", "double free"),
+    ],
+    "out_of_bounds_copy.py": [("memcheck", "out-of-bounds", "Invalid memcpy of 16384 bytes")],
+    "async_copy_read_early.py": [("racecheck", "host-race", "destination before the copy is known complete")],
+    "pinned_source_rewritten.py": [("racecheck", "host-race", "pinned source whose async copy has not run")],
+    "missing_event_between_streams.py": [("racecheck", "race", "Race reported between Write access by stream")],
+    "two_threads_one_stream.py": [("synccheck", "shared-stream", "fed by two host threads")],
+    "wait_unrecorded_event.py": [("synccheck", "unrecorded-event", "never recorded")],
+    "callback_synchronizes.py": [("synccheck", "callback-blocks", "blocks on the runtime")],
+}
+
+
+def test_every_buggy_program_has_an_expected_report():
+    trapped = {"raw_access_after_free.py"}  # ends in the fault handler (test below)
+    assert sorted(p.name for p in BUGGY.glob("*.py")) == sorted(set(EXPECTED) | trapped)
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_buggy_program_gives_exactly_its_report(script):
+    r, rep = run_sanitized([BUGGY / script])
+    assert r.returncode == EXIT, f"{r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert rep is not None, r.stderr
+    got = [(f["tool"], f["kind"]) for f in rep["findings"]]
+    assert got == [(t, k) for t, k, _ in EXPECTED[script]], r.stderr
+    for f, (_, _, words) in zip(rep["findings"], EXPECTED[script], strict=True):
+        assert words in f["message"], f
+        # every block names where in the program it happened (a frame of the script)
+        assert any(script in (s["site"] or "") or any(script in line for line in s["stack"]) for s in f["sites"]), f
+    n = len(EXPECTED[script])
+    assert f"========= ERROR SUMMARY: {n} errors" in r.stderr.splitlines(), r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_leak_report_has_the_allocation_stack():
+    r, rep = run_sanitized([BUGGY / "leak_in_exception_branch.py"])
+    lines = r.stderr.splitlines()
+    assert "========= LEAK SUMMARY: 4128 bytes leaked in 1 allocations" in lines, r.stderr
+    (leak,) = rep["findings"]
+    (alloc,) = [s for s in leak["sites"] if s["label"] == "allocated at"]
+    # innermost first: the malloc line inside process(), then its caller main()
+    frames = [f for f in alloc["stack"] if "leak_in_exception_branch.py" in f]
+    assert "(process)" in frames[0] and "(main)" in frames[1], alloc["stack"]
+    assert all(line.startswith("=========") for line in lines if "Leaked" in line or "LEAK" in line)
+
+
+def test_a_raw_access_to_a_freed_block_traps_into_a_report():
+    r, _ = run_sanitized([BUGGY / "raw_access_after_free.py"])
+    assert r.returncode == EXIT, f"{r.returncode}\n{r.stdout}\n{r.stderr}"
+    err = r.stderr
+    assert "========= Error: Invalid access at 0x" in err and "freed (quarantined) block" in err, err
+    assert "use after free: 65536 B of pinned host memory" in err, err
+    assert "stale byte" not in r.stdout, "the read must not have happened"
+    # where it was freed and allocated: frames of the script
+    assert "raw_access_after_free.py:23(main)" in err and "raw_access_after_free.py:21(main)" in err, err
