@@ -149,3 +149,18 @@ def test_profiles_show_collectives_under_hccl_names():
     t = tables["t"]
     assert "HcclAllReduce" in t and "HcclBarrier" in t, t
     assert "Host Callback" not in t, t
+
+
+def test_launch_collective_refuses_bad_input_with_typed_errors():
+    """The glue behind the mpi backend's tasks checks its arguments."""
+    from npurt import _npurt
+
+    s = npurt.Stream()
+    with pytest.raises(ValueError, match='unknown collective "nope"'):
+        _npurt._launch_collective(s, lambda: None, "nope", 0)
+    with pytest.raises(TypeError, match="callable"):
+        _npurt._launch_collective(s, 42, "all_reduce", 0)
+    ran = []
+    _npurt._launch_collective(s, lambda: ran.append(1), "barrier", 0)
+    s.synchronize()
+    assert ran == [1]

@@ -147,18 +147,19 @@ impl CollKind {
             Self::Recv => "recv",
         }
     }
-    /// HCCL's API name (profiles show collectives under it).
-    pub fn hccl_name(self) -> &'static str {
+    /// HCCL's API name (profiles show collectives under it), as a `'static` reference to
+    /// the name (what [`crate::EngineDesc::name`] holds).
+    pub fn hccl_name(self) -> &'static &'static str {
         match self {
-            Self::AllReduce => "HcclAllReduce",
-            Self::Broadcast => "HcclBroadcast",
-            Self::Reduce => "HcclReduce",
-            Self::AllGather => "HcclAllGather",
-            Self::ReduceScatter => "HcclReduceScatter",
-            Self::AllToAll => "HcclAlltoAll",
-            Self::Barrier => "HcclBarrier",
-            Self::Send => "HcclSend",
-            Self::Recv => "HcclRecv",
+            Self::AllReduce => &"HcclAllReduce",
+            Self::Broadcast => &"HcclBroadcast",
+            Self::Reduce => &"HcclReduce",
+            Self::AllGather => &"HcclAllGather",
+            Self::ReduceScatter => &"HcclReduceScatter",
+            Self::AllToAll => &"HcclAlltoAll",
+            Self::Barrier => &"HcclBarrier",
+            Self::Send => &"HcclSend",
+            Self::Recv => &"HcclRecv",
         }
     }
     pub fn from_name(name: &str) -> Option<Self> {

@@ -16,7 +16,8 @@ pub type EngineOp = Box<dyn FnOnce() -> Result<(), TaskError> + Send>;
 pub struct EngineDesc {
     pub kind: TaskKind,
     pub bytes: u64,
-    pub name: Option<&'static str>,
+    /// A thin pointer (8 bytes), so the description keeps a task in one 64-byte ring slot.
+    pub name: Option<&'static &'static str>,
 }
 
 impl EngineDesc {
@@ -39,7 +40,7 @@ impl EngineDesc {
 
     /// The name profiles show: the task's own, else its kind's label.
     pub fn label(&self) -> &'static str {
-        self.name.unwrap_or(self.kind.label())
+        self.name.map_or(self.kind.label(), |n| n)
     }
 }
 
@@ -103,4 +104,18 @@ pub(crate) struct Task {
     pub(crate) submit_ns: u64,
     /// The launch's call site ([`crate::profiler::site`]), 0 when none was captured.
     pub(crate) meta: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    /// A task fills one 64-byte ring slot (the rings' footprint is what many-stream launch
+    /// rates pay for).
+    #[test]
+    fn a_task_fits_one_ring_slot() {
+        assert!(
+            std::mem::size_of::<super::Task>() <= 64,
+            "{}",
+            std::mem::size_of::<super::Task>()
+        );
+    }
 }
