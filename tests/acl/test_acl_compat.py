@@ -87,6 +87,7 @@ def test_device_utilization_is_measured(dev0):
     assert acl.rt.get_device_utilization_rate(99)[1] == acl.ACL_ERROR_RT_INVALID_DEVICEID
 
 
+@pytest.mark.npurt_sanitizer(expect=["leak"])  # misuse on purpose: the sanitizer must see it
 def test_reset_device_force_releases_every_reference():
     assert acl.rt.set_device(0) == 0
     assert acl.rt.set_device(0) == 0
@@ -99,6 +100,7 @@ def test_reset_device_force_releases_every_reference():
     assert acl.rt.reset_device(0) == 0
 
 
+@pytest.mark.npurt_sanitizer(expect=["use-after-free"])  # misuse on purpose: the sanitizer must see it
 @pytest.mark.parametrize("kind", [acl.ACL_MEMCPY_DEVICE_TO_HOST, acl.ACL_MEMCPY_HOST_TO_HOST, acl.ACL_MEMCPY_DEVICE_TO_DEVICE])
 def test_memcpy_direction_comes_from_the_pointers(dev0, kind):
     """A torch clone uploads with a mislabelled kind: the copy goes the pointers' way."""
@@ -185,6 +187,7 @@ def test_tutorial_dialect_pool_allocates_from_a_real_mempool(dev0):
     assert acl.rt.malloc(1000, 0, pool)[1] == acl.ACL_ERROR_RT_PARAM_INVALID, "destroyed handle"
 
 
+@pytest.mark.npurt_sanitizer(expect=["invalid-free"])  # misuse on purpose: the sanitizer must see it
 def test_tutorial_dialect_registered_range_sub_allocates(dev0):
     parent, ret = acl.rt.malloc(8192, acl.ACL_MEM_MALLOC_HUGE_FIRST)
     assert ret == 0

@@ -79,6 +79,7 @@ def test_malloc_policies_and_bad_arguments():
     acl_thread(body)
 
 
+@pytest.mark.npurt_sanitizer(expect=["invalid-free", "double-free"])  # misuse on purpose: the sanitizer must see it
 def test_free_and_free_host_codes():
     def body():
         d, _ = acl.rt.malloc(256, 0)
@@ -141,6 +142,7 @@ def test_memcpy_every_direction_with_interior_pointers():
     acl_thread(body)
 
 
+@pytest.mark.npurt_sanitizer(expect=["use-after-free"])  # misuse on purpose: the sanitizer must see it
 def test_memcpy_argument_checks():
     def body():
         d, _ = acl.rt.malloc(1000, 0)  # 1056 usable bytes
@@ -166,6 +168,7 @@ def test_memcpy_argument_checks():
     acl_thread(body)
 
 
+@pytest.mark.npurt_sanitizer(expect=["host-race"])  # misuse on purpose: the sanitizer must see it
 def test_async_copy_is_defined_only_after_synchronize():
     def body():
         n = 1 << 20
@@ -208,6 +211,7 @@ def test_async_copies_with_pageable_memory():
     acl_thread(body)
 
 
+@pytest.mark.npurt_sanitizer(expect=["use-after-free"])  # misuse on purpose: the sanitizer must see it
 def test_free_while_queued_work_uses_the_memory():
     def body():
         n = 1 << 20
@@ -257,6 +261,7 @@ def test_memset_and_memset_async():
     acl_thread(body)
 
 
+@pytest.mark.npurt_sanitizer(expect=["shared-stream"])  # misuse on purpose: the sanitizer must see it
 def test_stream_order_holds_across_threads():
     n = 1 << 16
     shared = {}

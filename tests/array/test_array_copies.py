@@ -117,6 +117,7 @@ def test_non_contiguous_views_are_refused_clearly(stream):
         assert e.value.code == 107000
 
 
+@pytest.mark.npurt_sanitizer(expect=["out-of-bounds"])  # misuse on purpose: the sanitizer must see it
 def test_bounds_and_sizes_are_typed_errors(stream):
     a = npurt.zeros(16)
     small = npurt.malloc_host(32)
@@ -147,6 +148,7 @@ def test_array_of_another_device_on_a_stream_is_wrong_context(stream, fresh_dev1
     del b
 
 
+@pytest.mark.npurt_sanitizer(expect=["out-of-bounds"])  # misuse on purpose: the sanitizer must see it
 def test_copy_and_to_host_check_dtype_shape_and_size(stream):
     a = npurt.zeros((4, 4))
     with pytest.raises(npurt.InvalidTypeError):

@@ -164,6 +164,7 @@ def test_memset_sync_and_async(stream):
         npurt.memset(a, 1.0)
 
 
+@pytest.mark.npurt_sanitizer(expect=["out-of-bounds"])  # misuse on purpose: the sanitizer must see it
 def test_bounds_and_sizes_are_checked_against_both_sides():
     with npurt.malloc(100) as small, npurt.malloc(200) as big:
         cases = [

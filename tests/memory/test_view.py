@@ -45,6 +45,7 @@ def test_bad_views_are_typed_errors(args, exc):
             View(*args)
 
 
+@pytest.mark.npurt_sanitizer(expect=["out-of-bounds"])  # misuse on purpose: the sanitizer must see it
 def test_bad_copy_arguments_are_typed_errors():
     with npurt.malloc(4096) as dev:
         a, b = View(dev, 0, 1024), View(dev, 2048, 2048)

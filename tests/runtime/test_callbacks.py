@@ -160,6 +160,7 @@ def test_callback_may_launch_on_its_own_stream(stream):
     ],
     ids=["own_stream", "other_stream", "event", "device", "destroy"],
 )
+@pytest.mark.npurt_sanitizer(expect=["callback-blocks"])  # misuse on purpose: the sanitizer must see it
 def test_blocking_call_inside_callback_raises_instead_of_deadlocking(blocking):
     s, other = npurt.Stream(), npurt.Stream()
     e = npurt.Event()
@@ -185,6 +186,7 @@ def test_blocking_call_inside_callback_raises_instead_of_deadlocking(blocking):
     other.destroy()
 
 
+@pytest.mark.npurt_sanitizer(expect=["callback-blocks"])  # misuse on purpose: the sanitizer must see it
 def test_uncaught_synchronize_inside_callback_becomes_sticky_error():
     s = npurt.Stream()
     s.launch_host_func(lambda: s.synchronize())

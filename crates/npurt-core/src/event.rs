@@ -308,8 +308,7 @@ impl Stream {
         }
         let point = event.point()?;
         if crate::sanitizer::on() {
-            let at = point.as_ref().map(|(s, t)| (s.id, *t));
-            crate::sanitizer::on_event_wait(&self.0, event.key(), at);
+            crate::sanitizer::on_event_wait(&self.0, event.key(), point.as_ref());
         }
         if let Some((on, target)) = point {
             log::debug!(

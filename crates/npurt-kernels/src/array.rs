@@ -214,6 +214,11 @@ impl DeviceArray {
 
     /// Records `s` as the buffer's last writer (no reference-count traffic when it already is).
     pub fn mark_written(&self, s: &Stream) {
+        if npurt_core::sanitizer::on() {
+            // initcheck: every task writing an array marks it (replays, collectives too)
+            let (start, len) = self.tensor().byte_span();
+            npurt_core::sanitizer::init::written(start, len);
+        }
         let mut w = self.writer.lock();
         if w.as_ref() != Some(s) {
             *w = Some(s.clone());

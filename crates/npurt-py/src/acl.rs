@@ -91,6 +91,7 @@ pub(crate) fn _acl_clear_context() {
 /// `aclrtGetMemInfo` of the current context's device: (free, total), cached blocks free.
 #[pyfunction]
 pub(crate) fn _acl_mem_info() -> PyResult<(u64, u64)> {
+    crate::memstats::settled();
     Ok(npurt_core::alloc::current_memory().py_err()?.acl_mem_info())
 }
 

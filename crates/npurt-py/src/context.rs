@@ -60,6 +60,7 @@ impl PyContext {
 
     /// Bytes counted against the memory limit now.
     fn memory_allocated(&self) -> usize {
+        crate::memstats::settled();
         self.c.memory_charged().0
     }
 

@@ -75,11 +75,13 @@ impl PyMemPool {
 
     /// Bytes allocated from the pool.
     fn memory_allocated(&self) -> PyResult<usize> {
+        crate::memstats::settled();
         Ok(self.handle()?.allocated())
     }
 
     /// The pool's statistics (torch's memory_stats keys).
     fn memory_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        crate::memstats::settled();
         crate::memstats::stats_dict(py, &self.handle()?.stats())
     }
 
@@ -102,6 +104,7 @@ impl PyMemPool {
     /// Destroys the pool: no more allocations from it; its memory is released now, or when
     /// the last buffer from it is freed (a ResourceWarning says how many were still live).
     fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        crate::memstats::settled();
         let p = lock(&self.pool).take().ok_or_else(|| self.destroyed_err())?;
         let live = p.destroy().py_err()?;
         if live > 0 {

@@ -15,8 +15,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
 
+/// The program asks for memory figures: the sanitizer's quarantine (memcheck) gives its
+/// blocks back first, so the figures are the program's own (one relaxed load when off).
+pub(crate) fn settled() {
+    if npurt_core::sanitizer::on() {
+        npurt_core::sanitizer::quarantine::settle();
+    }
+}
+
 /// The memory of `device` if it is active (the current device always is).
 fn active(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<DeviceMemory>>> {
+    settled();
     match device.filter(|d| !d.is_none()) {
         None => alloc::current_memory().map(Some).py_err(),
         Some(d) => {
@@ -104,6 +113,7 @@ pub(crate) fn memory_summary(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) 
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 pub(crate) fn mem_get_info(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<(u64, u64)> {
+    settled();
     // Only a named device can be inactive (the current one always is).
     let Some(d) = device.filter(|d| !d.is_none()) else {
         return Ok(alloc::current_memory().py_err()?.mem_info());
@@ -123,6 +133,7 @@ pub(crate) fn mem_get_info(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) ->
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 pub(crate) fn empty_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    settled();
     if device.is_some_and(|d| !d.is_none()) {
         return Ok(active(py, device)?.map_or(0, |m| py.detach(|| m.empty_cache())));
     }
@@ -163,6 +174,7 @@ pub(crate) fn get_per_process_memory_fraction(py: Python<'_>, device: Option<&Bo
 /// Counters of the pinned host pool: live_bytes, cached_bytes, hits, misses.
 #[pyfunction]
 pub(crate) fn host_memory_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    settled();
     let s = memory::host_stats();
     let d = PyDict::new(py);
     d.set_item("live_bytes", s.live_bytes)?;
@@ -175,6 +187,7 @@ pub(crate) fn host_memory_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// Unmaps the pinned host pool's cached allocations; returns the bytes released.
 #[pyfunction]
 pub(crate) fn host_empty_cache(py: Python<'_>) -> usize {
+    settled();
     py.detach(memory::host_empty_cache)
 }
 

@@ -23,13 +23,22 @@ fn _sanitizer_tools() -> u8 {
     sanitizer::tools()
 }
 
-/// An explicit-free allocation (`acl.rt.malloc` / `malloc_host`) was handed out.
+/// An explicit-free allocation (`acl.rt.malloc` / `malloc_host`) of `size` bytes (default:
+/// all of `buf`; the rest of `buf` is its redzone) was handed out.
 #[pyfunction]
-fn _sanitizer_raw_alloc(buf: &Bound<'_, PyAny>) -> PyResult<()> {
+#[pyo3(signature = (buf, size=None))]
+fn _sanitizer_raw_alloc(buf: &Bound<'_, PyAny>, size: Option<usize>) -> PyResult<()> {
+    use npurt_core::memory::Buffer;
     if let Some(b) = as_native(buf)? {
-        memcheck::raw_alloc(&b);
+        memcheck::raw_alloc_sized(&b, size.unwrap_or(b.nbytes()));
     }
     Ok(())
+}
+
+/// Bytes of redzone behind each padded allocation (`padding`).
+#[pyfunction]
+fn _sanitizer_pad_bytes() -> usize {
+    sanitizer::PAD_BYTES
 }
 
 /// An explicit-free allocation is about to be freed (it goes to the quarantine).
@@ -53,6 +62,26 @@ fn _sanitizer_bad_free(addr: usize, api: &str) -> bool {
 #[pyfunction]
 fn _sanitizer_check_freed(addr: usize, n: usize, api: &str) -> bool {
     memcheck::check_freed(addr, n, api)
+}
+
+/// The host (this thread) reads or writes `n` bytes at `addr` itself (pyACL's copies
+/// through pageable memory, `acl.util.ptr_to_bytes`): racecheck and initcheck see it.
+#[pyfunction]
+fn _sanitizer_host_access(addr: usize, n: usize, write: bool, what: &str) {
+    sanitizer::race::host_access(addr, n, write, what);
+}
+
+/// The callback task `(stream, position)` this thread runs, if any (a host callback).
+#[pyfunction]
+fn _sanitizer_task() -> Option<(u64, u64)> {
+    sanitizer::race::in_callback()
+}
+
+/// This thread runs callbacks on behalf of `task` (or, `None`, no longer); the previous.
+#[pyfunction]
+#[pyo3(signature = (task=None))]
+fn _sanitizer_run_as(task: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    sanitizer::race::run_as(task)
 }
 
 /// A stream of pyACL code (`acl.rt.create_stream`): synccheck reports a second host
@@ -109,6 +138,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_sanitizer_raw_free, m)?)?;
     m.add_function(wrap_pyfunction!(_sanitizer_bad_free, m)?)?;
     m.add_function(wrap_pyfunction!(_sanitizer_check_freed, m)?)?;
+    m.add_function(wrap_pyfunction!(_sanitizer_host_access, m)?)?;
+    m.add_function(wrap_pyfunction!(_sanitizer_task, m)?)?;
+    m.add_function(wrap_pyfunction!(_sanitizer_pad_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_sanitizer_run_as, m)?)?;
     m.add_function(wrap_pyfunction!(_sanitizer_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(_sanitizer_begin, m)?)?;
     m.add_function(wrap_pyfunction!(_sanitizer_leaks_since, m)?)?;

@@ -264,8 +264,8 @@ class Allocations:
         freed.discard(base, size)
         with _lock:
             self._items[base] = (buf, size)
-        if _san.active:  # memcheck: explicit-free memory, leaked unless freed
-            _npurt._sanitizer_raw_alloc(buf)
+        if _san.active:  # memcheck: explicit-free memory, leaked unless freed (a redzone past `size`)
+            _npurt._sanitizer_raw_alloc(buf, size if _san.padding else None)
 
     def pop(self, base: int, api: Optional[str] = None) -> Optional[Any]:
         """Removes and returns the buffer at ``base``; ``api`` (the freeing call) reports

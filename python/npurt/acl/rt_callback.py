@@ -23,6 +23,8 @@ import time
 import traceback
 from typing import Any, Dict, Optional, Set
 
+from .. import _npurt
+from .. import sanitizer as _san
 from . import _state as S
 from . import constants as C
 
@@ -38,10 +40,11 @@ _queues: Dict[int, "queue.SimpleQueue[_Report]"] = {}
 class _Report:
     """One callback on its way from a stream to the subscribed thread."""
 
-    __slots__ = ("fn", "data", "block", "state", "done")
+    __slots__ = ("fn", "data", "block", "state", "done", "task")
 
     def __init__(self, fn: Any, data: Any, block: bool) -> None:
         self.fn, self.data, self.block = fn, data, block
+        self.task: Any = None  # the sanitizer's: the stream task that handed it over
         self.state = "queued"  # -> "running" (the thread took it) or "cancelled"
         self.done = threading.Event()
 
@@ -72,6 +75,8 @@ def _deliver(sid: int, r: _Report) -> None:
         tid = _stream_sub.get(sid)
     if tid is None:
         return  # unsubscribed meanwhile: nobody can run it
+    if _san.active:  # racecheck: the subscribed thread runs it as this stream task
+        r.task = _npurt._sanitizer_task()
     _queue(tid).put(r)
     with _lock:
         _lock.notify_all()
@@ -148,11 +153,14 @@ def launch_callback(fn: Any, user_data: Any, block_type: int, stream: int) -> in
 def _run(r: _Report) -> None:
     if not _claim(r, "running"):
         return
+    prev = _npurt._sanitizer_run_as(r.task) if r.task is not None else None
     try:
         r.fn(r.data)
     except Exception:
         traceback.print_exc()  # as pyacl: the error is printed, the stream goes on
     finally:
+        if r.task is not None:
+            _npurt._sanitizer_run_as(prev)
         r.done.set()
 
 

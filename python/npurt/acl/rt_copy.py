@@ -47,7 +47,10 @@ _KINDS = frozenset(
 
 
 def _view(found: Tuple[Any, int, int], n: int) -> Any:
-    buf, off, _size = found
+    buf, off, size = found
+    if off + n > size and _san.padding:  # the buffer has a redzone past `size`: bounds are ACL's
+        _npurt._sanitizer_check_freed(buf.ptr + off, n, "acl.rt copy")
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{n} bytes at offset {off} overrun the {size}-byte allocation")
     return _npurt._BufferView(buf, off, n)
 
 
@@ -57,8 +60,8 @@ def _locate(ptr: int, n: int, write: bool) -> Tuple[Optional[Any], int]:
     found = S.device_allocs.find(ptr) or S.host_allocs.find(ptr)
     if found is not None:
         return _view(found, n), ptr
-    if _san.active and _npurt._sanitizer_check_freed(ptr, n, "acl.rt copy"):  # memcheck: quarantined
-        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is freed acl memory (use after free)")
+    if _san.active and _npurt._sanitizer_check_freed(ptr, n, "acl.rt copy"):  # memcheck: quarantined / a redzone
+        raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is not live acl memory (freed, or past an allocation's end)")
     if S.npurt_device_pointer(ptr):
         raise S.Fail(C.ACL_ERROR_RT_PARAM_INVALID, f"{ptr:#x} is npurt device memory not from acl.rt.malloc")
     # Freed device memory stays known: still cached by a pool, it is device memory (never
@@ -91,6 +94,11 @@ def _pageable_copy(d: int, dv: Optional[Any], s: int, sv: Optional[Any], n: int)
     # Views were checked and keep their allocations mapped while referenced here.
     dst = dv.ptr if dv is not None else d
     src = sv.ptr if sv is not None else s
+    if _san.active:  # racecheck / initcheck: the host itself reads and writes npurt memory here
+        if sv is not None:
+            _npurt._sanitizer_host_access(src, n, False, "acl.rt.memcpy")
+        if dv is not None:
+            _npurt._sanitizer_host_access(dst, n, True, "acl.rt.memcpy")
     ctypes.memmove(dst, src, n)
 
 

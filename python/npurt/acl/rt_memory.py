@@ -16,6 +16,7 @@ from typing import Any, Optional, Tuple
 
 from .. import _npurt
 from .. import memory as _mem
+from .. import sanitizer as _san
 from . import _state as S
 from . import constants as C
 from . import rt_dialect as _dialect
@@ -40,11 +41,14 @@ def _check_size(size: int) -> None:
 
 def _malloc(size: int, policy: int, pad: bool, pool: Any = None) -> Tuple[int, int]:
     _check_size(size)
+    # memcheck's padding: a redzone behind the block (the table keeps ACL's size: copies are
+    # bounds-checked against it); multiple of 32, so ACL's size rule adds exactly it
+    red = _npurt._sanitizer_pad_bytes() if _san.padding else 0
     if pool is None:
-        buf = _npurt._acl_malloc(size, policy, not pad)  # ACL's padding and policy values
+        buf = _npurt._acl_malloc(size + red, policy, not pad)  # ACL's padding and policy values
     else:
-        buf = pool.malloc(_npurt._acl_malloc_size(size, policy, not pad))
-    S.device_allocs.add(buf.ptr, buf, buf.nbytes)
+        buf = pool.malloc(_npurt._acl_malloc_size(size + red, policy, not pad))
+    S.device_allocs.add(buf.ptr, buf, buf.nbytes - red)
     return buf.ptr, C.ACL_SUCCESS
 
 

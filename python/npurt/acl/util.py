@@ -22,6 +22,8 @@ import traceback
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
+from .. import _npurt
+from .. import sanitizer as _san
 from . import _state as S
 
 __all__ = ["bytes_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy", "start_thread", "stop_thread"]
@@ -91,6 +93,10 @@ def ptr_to_bytes(ptr: int, size: int) -> bytes:
         return b""
     if p == 0:
         raise ValueError("convert c pointer to bytes failed")
+    if _san.active:
+        if _npurt._sanitizer_check_freed(p, n, "acl.util.ptr_to_bytes"):  # memcheck: freed / a redzone
+            raise ValueError(f"ptr_to_bytes: {p:#x} (+{n} bytes) is not live memory (see the sanitizer's report)")
+        _npurt._sanitizer_host_access(p, n, False, "acl.util.ptr_to_bytes")  # racecheck / initcheck
     return ctypes.string_at(p, n)
 
 

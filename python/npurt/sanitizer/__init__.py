@@ -1,7 +1,9 @@
 """npurt's sanitizer: memcheck, racecheck and synccheck, with the host as a participant.
 
 Switch it on for a whole program with ``NPURT_SANITIZER=memcheck,racecheck,synccheck``
-(or ``all``) in the environment, or from code::
+(or ``all``; ``initcheck``, reads of device memory never written, and memcheck's
+``padding``, a redzone behind each ``acl.rt.malloc`` block, are opt-in:
+``all,initcheck,padding``) in the environment, or from code::
 
     npurt.sanitizer.enable("all")          # until disable()
     with npurt.sanitizer.check("racecheck") as rep:   # just this block
@@ -33,12 +35,14 @@ ENV = "NPURT_SANITIZER"
 EXITCODE_ENV = "NPURT_SANITIZER_EXITCODE"
 JSON_ENV = "NPURT_SANITIZER_JSON"
 
-_NAMES = (("memcheck", 1), ("racecheck", 2), ("synccheck", 4))
+_NAMES = (("memcheck", 1), ("racecheck", 2), ("synccheck", 4), ("initcheck", 8), ("padding", 16))
 
 _exit_hooks: List[bool] = []
 
 #: True while any tool is on (the Python fronts test it before calling their hooks).
 active = False
+#: True while memcheck's ``padding`` is on: pyACL's device allocations get a redzone.
+padding = False
 
 
 @dataclass(frozen=True)
@@ -57,11 +61,12 @@ class Report:
 def enable(tools: str = "all", *, print_errors: bool = True) -> List[str]:
     """Enables exactly ``tools`` (``"memcheck,racecheck"``, ``"all"``; ``""`` disables);
     returns the names enabled. Unknown names: :class:`npurt.InvalidValueError`."""
-    global active
+    global active, padding
     if not isinstance(tools, str):
         tools = ",".join(tools)
     bits = _npurt._sanitizer_enable(tools, print_errors)
     active = bits != 0
+    padding = bits & 17 == 17  # memcheck + padding
     if active and not _exit_hooks:
         # Enabled from code (not at import): check and summarise at exit.
         _exit_hooks.append(True)

@@ -14,12 +14,13 @@
 //! Handles that free themselves (`npurt.malloc`, arrays) are not tracked: the garbage
 //! collector frees them.
 
+use super::quarantine::{release, sweep, Freed};
+use super::redzone::{self, Zone};
 use super::report::{self, Finding};
 use super::trap;
 use crate::memory::AnyBuffer;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 
 /// Most bytes kept in the quarantine (oldest blocks leave first).
 pub const QUARANTINE_BYTES: usize = 256 << 20;
@@ -34,31 +35,21 @@ struct Raw {
     /// The device of device memory; `None` for pinned host memory.
     device: Option<u32>,
     site: u32,
-}
-
-struct Freed {
-    base: usize,
-    size: usize,
-    device: Option<u32>,
-    alloc_site: u32,
-    free_site: u32,
-    hold: AnyBuffer,
-    /// Pages made `PROT_NONE` (start, length), once only the quarantine held the block,
-    /// and the trap slot that reports a fault there.
-    protected: Option<(usize, usize, usize)>,
+    /// The redzone behind it (`padding`).
+    zone: Option<Zone>,
 }
 
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     live: BTreeMap<usize, Raw>,
-    quarantine: VecDeque<Freed>,
-    bytes: usize,
+    pub(super) quarantine: VecDeque<Freed>,
+    pub(super) bytes: usize,
     next_seq: u64,
     /// Trap slots in use.
-    slots: Vec<bool>,
+    pub(super) slots: Vec<bool>,
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+pub(super) static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 pub(super) fn start() {
     let mut g = STATE.lock();
@@ -70,12 +61,18 @@ pub(super) fn start() {
     }
 }
 
-/// Forgets everything; quarantined blocks are unprotected and go back to their pools.
+/// Forgets everything; quarantined blocks are unprotected and go back to their pools,
+/// live blocks' redzones are unprotected.
 pub(super) fn stop() {
     let st = STATE.lock().take();
     if let Some(mut st) = st {
         for f in std::mem::take(&mut st.quarantine) {
             release(&mut st, f);
+        }
+        for mut r in std::mem::take(&mut st.live).into_values() {
+            if let Some(z) = r.zone.as_mut() {
+                redzone::disarm(&mut st, z);
+            }
         }
     }
 }
@@ -94,7 +91,7 @@ fn device_of(b: &AnyBuffer) -> Option<u32> {
     }
 }
 
-fn what(device: Option<u32>) -> String {
+pub(super) fn what(device: Option<u32>) -> String {
     match device {
         Some(d) => format!("device {d} memory"),
         None => "pinned host memory".to_string(),
@@ -104,6 +101,13 @@ fn what(device: Option<u32>) -> String {
 /// An explicit-free allocation was handed out (`acl.rt.malloc` / `malloc_host`).
 pub fn raw_alloc(buf: &AnyBuffer) {
     use crate::memory::Buffer;
+    raw_alloc_sized(buf, buf.nbytes());
+}
+
+/// An explicit-free allocation of `size` bytes was handed out in `buf`; the rest of `buf`
+/// (if any: `padding`) is its redzone.
+pub fn raw_alloc_sized(buf: &AnyBuffer, size: usize) {
+    use crate::memory::Buffer;
     if !super::enabled(super::MEMCHECK) {
         return;
     }
@@ -111,18 +115,33 @@ pub fn raw_alloc(buf: &AnyBuffer) {
     with(|st| {
         sweep(st);
         let base = buf.addr();
+        let size = size.min(buf.nbytes());
+        let pad = buf.nbytes() - size;
+        let zone = (pad > 0).then(|| redzone::arm(st, base, size, base + size, pad, site));
         st.next_seq += 1;
+        let seq = st.next_seq;
         st.live.insert(
             base,
             Raw {
-                seq: st.next_seq,
+                seq,
                 reported: false,
-                size: buf.nbytes(),
+                size,
                 device: device_of(buf),
                 site,
+                zone,
             },
         );
     });
+}
+
+/// Checks and lifts the redzone of a block leaving the live set (`when`: freed, reset...).
+fn retire(st: &mut State, base: usize, r: &mut Raw, when: &str, site: u32) {
+    if let Some(mut z) = r.zone.take() {
+        if let Some(run) = redzone::overwritten(&z) {
+            report::push(redzone::corrupted(base, r.size, run, when, r.site, site));
+        }
+        redzone::disarm(st, &mut z);
+    }
 }
 
 /// An explicit-free allocation is being freed (before the handle's own `free`): it goes
@@ -135,13 +154,15 @@ pub fn raw_free(buf: &AnyBuffer) {
     let free_site = super::stack_here();
     with(|st| {
         let base = buf.addr();
-        let Some(raw) = st.live.remove(&base) else {
+        let Some(mut raw) = st.live.remove(&base) else {
             return;
         };
+        retire(st, base, &mut raw, "when it was freed", free_site);
         st.bytes += raw.size;
         st.quarantine.push_back(Freed {
             base,
             size: raw.size,
+            span: buf.nbytes(),
             device: raw.device,
             alloc_site: raw.site,
             free_site,
@@ -202,15 +223,25 @@ pub fn bad_free(addr: usize, api: &str) -> bool {
 }
 
 /// `[addr, addr + n)` is being used by `api`: reported (true) when it touches a
-/// quarantined (freed) block.
+/// quarantined (freed) block or a live block's redzone (`padding`).
 pub fn check_freed(addr: usize, n: usize, api: &str) -> bool {
     let end = addr.saturating_add(n.max(1));
+    let zone = with(|st| {
+        let (b, r) = st.live.range(..end).next_back()?;
+        let z = r.zone.as_ref()?;
+        (addr < z.end() && z.start < end).then_some((*b, r.size, r.site))
+    });
+    if let Some(Some((base, size, alloc_site))) = zone {
+        let site = super::stack_here();
+        report::push(redzone::reached(api, addr, n, base, size, alloc_site, site));
+        return true;
+    }
     let hit = with(|st| {
         let f = st
             .quarantine
             .iter()
             .rev()
-            .find(|f| addr < f.base + f.size && f.base < end)?;
+            .find(|f| addr < f.base + f.span && f.base < end)?;
         Some((f.base, f.size, f.device, f.free_site, f.alloc_site))
     });
     let Some(Some((base, size, device, free_site, alloc_site))) = hit else {
@@ -276,7 +307,9 @@ pub fn device_reset(device: u32) {
             .map(|(b, _)| *b)
             .collect();
         for b in gone {
-            if let Some(r) = st.live.remove(&b).filter(|r| !r.reported) {
+            let Some(mut r) = st.live.remove(&b) else { continue };
+            retire(st, b, &mut r, "at the device's reset", 0);
+            if !r.reported {
                 report::push(leak(b, &r, &format!("at the reset of device {device}")));
             }
         }
@@ -286,8 +319,11 @@ pub fn device_reset(device: u32) {
 /// The program ends: every explicit-free allocation still live leaks.
 pub fn at_exit() {
     with(|st| {
-        for (b, r) in std::mem::take(&mut st.live).into_iter().filter(|(_, r)| !r.reported) {
-            report::push(leak(b, &r, "at exit"));
+        for (b, mut r) in std::mem::take(&mut st.live) {
+            retire(st, b, &mut r, "at exit", 0);
+            if !r.reported {
+                report::push(leak(b, &r, "at exit"));
+            }
         }
     });
 }
@@ -314,86 +350,6 @@ pub fn counts() -> (usize, usize) {
         .lock()
         .as_ref()
         .map_or((0, 0), |st| (st.live.len(), st.quarantine.len()))
-}
-
-/// Protects quarantined blocks that only the quarantine still holds (while trap slots
-/// are free: a protected page always has a slot that reports a fault there).
-fn sweep(st: &mut State) {
-    if cfg!(loom) {
-        return; // (the loom build models the trap's slots, not the pages)
-    }
-    for f in st.quarantine.iter_mut().filter(|f| f.protected.is_none()) {
-        let Some(slot) = st.slots.iter().position(|used| !used) else {
-            return;
-        };
-        if !sole_holder(&f.hold) {
-            continue;
-        }
-        if let Some((start, len)) = protect(f.base, f.size) {
-            st.slots[slot] = true;
-            let text = Finding::new(
-                "memcheck",
-                "use-after-free",
-                format!(
-                    "use after free: {} B of {} at {:#x} were freed",
-                    f.size,
-                    what(f.device),
-                    f.base
-                ),
-            )
-            .site("freed at", f.free_site)
-            .site("allocated at", f.alloc_site)
-            .text();
-            trap::slot(slot).publish(start as u64, len as u64, text.as_bytes());
-            trap::arm();
-            f.protected = Some((start, len, slot));
-        }
-    }
-}
-
-fn sole_holder(b: &AnyBuffer) -> bool {
-    match b {
-        AnyBuffer::Device(d) => Arc::strong_count(&d.0) == 1,
-        AnyBuffer::Host(h) => Arc::strong_count(&h.0) == 1,
-    }
-}
-
-/// The whole pages of `[base, base + size)`, made inaccessible.
-fn protect(base: usize, size: usize) -> Option<(usize, usize)> {
-    let page = page_size();
-    let start = base.div_ceil(page) * page;
-    let end = (base + size) / page * page;
-    if end <= start {
-        return None;
-    }
-    // SAFETY: the pages lie inside a block only the quarantine holds (no handle, queued
-    // task or view can reach them); they are made accessible again before the block goes
-    // back to its pool (`release`).
-    let rc = unsafe { libc::mprotect(start as *mut libc::c_void, end - start, libc::PROT_NONE) };
-    (rc == 0).then_some((start, end - start))
-}
-
-/// Leaves the quarantine: pages accessible again (then their trap slot is free), then the
-/// block goes back to its pool.
-fn release(st: &mut State, f: Freed) {
-    if let Some((start, len, slot)) = f.protected {
-        // SAFETY: exactly the range `protect` made inaccessible; restores read/write, the
-        // protection the block's segment was mapped with.
-        unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE) };
-        trap::slot(slot).publish(0, 0, b"");
-        st.slots[slot] = false;
-    }
-    drop(f.hold);
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
 }
 
 /// True when `addr` lies in a protected quarantined page (a fault there is a use after

@@ -11,14 +11,20 @@
 //!   count as accesses.
 //! * [`sync`]: waits on events never recorded, destroying what another stream still waits
 //!   on, host callbacks blocking on the runtime, one stream fed by two host threads.
+//! * [`init`] (opt-in, not in `all`): reads of device memory never written since it was
+//!   allocated.
 //!
 //! Findings go to [`report`], which renders compute-sanitizer's layout and JSON.
 
 pub mod clock;
+pub mod init;
 pub mod memcheck;
+pub mod quarantine;
 pub mod race;
+mod race_report;
 #[cfg(test)]
 mod race_tests;
+mod redzone;
 pub mod report;
 pub mod sync;
 #[cfg(test)]
@@ -32,6 +38,14 @@ pub const MEMCHECK: u8 = 1;
 pub const RACECHECK: u8 = 2;
 pub const SYNCCHECK: u8 = 4;
 pub const ALL: u8 = MEMCHECK | RACECHECK | SYNCCHECK;
+/// Opt-in tools, not part of `all` (compute-sanitizer's initcheck is a tool of its own).
+pub const INITCHECK: u8 = 8;
+/// memcheck's option `padding` (compute-sanitizer's `--padding`): the pyACL front hands
+/// out explicit-free device memory with a redzone of [`PAD_BYTES`] behind it.
+pub const PADDING: u8 = 16;
+pub use redzone::PAD_BYTES;
+/// Every tool bit.
+const EVERY: u8 = ALL | INITCHECK | PADDING;
 
 static TOOLS: AtomicU8 = AtomicU8::new(0);
 /// Call sites were captured before the sanitizer asked for them (restored on disable).
@@ -40,7 +54,9 @@ static SITES_BEFORE: AtomicBool = AtomicBool::new(false);
 /// Why a sanitizer call was refused.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SanitizerError {
-    #[error("unknown sanitizer tool {0:?}: expected memcheck, racecheck, synccheck or all (comma-separated)")]
+    #[error(
+        "unknown sanitizer tool {0:?}: expected memcheck, racecheck, synccheck, all, initcheck or padding (comma-separated)"
+    )]
     UnknownTool(String),
 }
 
@@ -68,8 +84,8 @@ pub fn tools() -> u8 {
     TOOLS.load(Relaxed)
 }
 
-/// Parses `memcheck,racecheck,synccheck`, `all`, or an empty / `0` / `none` / `off`
-/// string (no tool) into tool bits.
+/// Parses `memcheck,racecheck,synccheck`, `all` (those three), `initcheck`, or an empty /
+/// `0` / `none` / `off` string (no tool) into tool bits.
 pub fn parse(spec: &str) -> Result<u8, SanitizerError> {
     let mut bits = 0;
     for word in spec.split([',', ' ', '+']).map(str::trim).filter(|w| !w.is_empty()) {
@@ -77,6 +93,8 @@ pub fn parse(spec: &str) -> Result<u8, SanitizerError> {
             "memcheck" => MEMCHECK,
             "racecheck" => RACECHECK,
             "synccheck" => SYNCCHECK,
+            "initcheck" => INITCHECK,
+            "padding" => PADDING,
             "all" | "1" | "on" | "true" => ALL,
             "0" | "none" | "off" | "false" => 0,
             _ => return Err(SanitizerError::UnknownTool(word.to_string())),
@@ -89,8 +107,14 @@ pub fn parse(spec: &str) -> Result<u8, SanitizerError> {
 /// reports name the launch lines); disabling restores the previous capture setting and
 /// forgets the tracked state (findings stay until [`report::take`]).
 pub fn enable(tools: u8) {
-    let tools = tools & ALL;
+    let tools = tools & EVERY;
+    if tools & INITCHECK != 0 {
+        init::start();
+    }
     let before = TOOLS.swap(tools, Relaxed);
+    if tools & INITCHECK == 0 {
+        init::stop();
+    }
     if before == 0 && tools != 0 {
         SITES_BEFORE.store(crate::profiler::site::capturing(), Relaxed);
         crate::profiler::site::set_always(true);
@@ -130,12 +154,13 @@ pub(crate) fn on_wait(
     }
 }
 
-/// Stream `waiter` waits on the event at `event` (`point`: `None` if never recorded).
+/// Stream `waiter` waits on the event at `event` (`point`: the stream and task count it
+/// was recorded at, `None` if never recorded).
 #[cold]
 pub(crate) fn on_event_wait(
     waiter: &std::sync::Arc<crate::stream::StreamInner>,
     event: usize,
-    point: Option<(u64, u64)>,
+    point: Option<&(std::sync::Arc<crate::stream::StreamInner>, u64)>,
 ) {
     sync::event_wait(waiter, event, point);
 }

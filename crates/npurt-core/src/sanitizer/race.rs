@@ -10,7 +10,7 @@
 //! (the pool hands it out again only after every task using it ran).
 
 use super::clock::{History, VClock, HOST};
-use super::report::{self, Finding};
+use super::race_report::{publish, Race};
 use crate::memory::events::{self, MemAction, MemEvent, MemObserver, MemSubscription};
 use parking_lot::Mutex;
 use std::cell::{Cell, RefCell};
@@ -29,14 +29,14 @@ pub struct Access {
 }
 
 #[derive(Clone)]
-struct Rec {
-    start: usize,
-    end: usize,
-    write: bool,
-    who: u64,
-    tick: u64,
-    site: u32,
-    what: Arc<str>,
+pub(super) struct Rec {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) write: bool,
+    pub(super) who: u64,
+    pub(super) tick: u64,
+    pub(super) site: u32,
+    pub(super) what: Arc<str>,
 }
 
 struct Host {
@@ -46,7 +46,7 @@ struct Host {
 }
 
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     streams: HashMap<u64, History>,
     hosts: HashMap<u64, Host>,
     shadow: BTreeMap<(usize, u64), Rec>,
@@ -59,7 +59,7 @@ struct State {
 /// Accesses staged for the next task: `(stream, what, accesses)`.
 type Staged = (u64, Arc<str>, Vec<Access>);
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+pub(super) static STATE: Mutex<Option<State>> = Mutex::new(None);
 static SUB: Mutex<Option<MemSubscription>> = Mutex::new(None);
 static NEXT_HOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -128,7 +128,7 @@ pub fn forget(start: usize, len: usize) {
 
 /// The accesses of the next kernel or copy this thread queues on stream `stream`.
 pub fn stage(stream: u64, what: &str, accesses: Vec<Access>) {
-    if super::enabled(super::RACECHECK) {
+    if super::enabled(super::RACECHECK | super::INITCHECK) {
         STAGED.with(|s| *s.borrow_mut() = Some((stream, Arc::from(what), accesses)));
     }
 }
@@ -150,6 +150,9 @@ pub(super) fn submitted(stream: u64, pos: u64, site: u32, staged: bool) {
     } else {
         None
     };
+    if let Some((_, what, list)) = acc.as_ref().filter(|_| super::enabled(super::INITCHECK)) {
+        super::init::accesses(list, what, site);
+    }
     let cb = CALLBACK.with(Cell::get);
     let hid = host_id();
     let found = with(|st| {
@@ -193,16 +196,30 @@ pub(super) fn callback_enter(stream: u64, pos: u64) {
 }
 
 /// The callback task this (engine) thread runs, if any.
-pub(super) fn in_callback() -> Option<(u64, u64)> {
+pub fn in_callback() -> Option<(u64, u64)> {
     CALLBACK.with(Cell::get)
+}
+
+/// This host thread runs a callback on behalf of the callback task `task` (pyACL's
+/// `process_report` runs what a stream's host task handed it), or (`None`) is done with
+/// it; returns the previous setting. A thread done with a task is ordered after it.
+pub fn run_as(task: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    let prev = CALLBACK.with(|c| c.replace(task));
+    if let (None, Some((s, p))) = (task, prev) {
+        host_sync(s, p + 1);
+    }
+    prev
 }
 
 /// The host (this thread) touches `[start, start + len)`; `what` says how.
 pub fn host_access(start: usize, len: usize, write: bool, what: &str) {
-    if len == 0 || !super::enabled(super::RACECHECK) {
+    if len == 0 || !super::enabled(super::RACECHECK | super::INITCHECK) {
         return;
     }
     let site = crate::profiler::site::capture(false, false);
+    if super::enabled(super::INITCHECK) {
+        super::init::accesses(&[Access { start, len, write }], what, site);
+    }
     let cb = CALLBACK.with(Cell::get);
     let hid = host_id();
     let a = Access { start, len, write };
@@ -232,13 +249,6 @@ impl Host {
         k.raise(id, self.steps);
         k
     }
-}
-
-/// A race found under the lock, reported after it (reports look sites up).
-struct Race {
-    first: Rec,
-    second: Rec,
-    alloc: Option<(usize, usize, u32)>,
 }
 
 impl State {
@@ -286,6 +296,15 @@ impl State {
         what: &Arc<str>,
     ) {
         let (start, end) = (a.start, a.start.saturating_add(a.len));
+        let rec = Rec {
+            start,
+            end,
+            write: a.write,
+            who,
+            tick,
+            site,
+            what: what.clone(),
+        };
         let lo = start.saturating_sub(self.max_len);
         let mut covered = Vec::new();
         for (key, r) in self.shadow.range((lo, 0)..(end, 0)) {
@@ -296,15 +315,7 @@ impl State {
             if conflict {
                 found.push(Race {
                     first: r.clone(),
-                    second: Rec {
-                        start,
-                        end,
-                        write: a.write,
-                        who,
-                        tick,
-                        site,
-                        what: what.clone(),
-                    },
+                    second: rec.clone(),
                     alloc: None,
                 });
             }
@@ -323,15 +334,6 @@ impl State {
         }
         self.uid += 1;
         self.max_len = self.max_len.max(end - start);
-        let rec = Rec {
-            start,
-            end,
-            write: a.write,
-            who,
-            tick,
-            site,
-            what: what.clone(),
-        };
         self.shadow.insert((start, self.uid), rec);
         for f in found.iter_mut().filter(|f| f.alloc.is_none()) {
             f.alloc = self
@@ -343,7 +345,7 @@ impl State {
         }
     }
 
-    fn who(&self, who: u64) -> String {
+    pub(super) fn who(&self, who: u64) -> String {
         if who & HOST != 0 {
             let tid = self.hosts.get(&who).map_or(0, |h| h.tid);
             format!("host thread {tid}")
@@ -351,68 +353,4 @@ impl State {
             format!("stream {who}")
         }
     }
-}
-
-fn publish(found: Vec<Race>) {
-    if found.is_empty() {
-        return;
-    }
-    let names: Vec<(String, String)> = {
-        let g = STATE.lock();
-        let Some(st) = g.as_ref() else { return };
-        found
-            .iter()
-            .map(|r| (st.who(r.first.who), st.who(r.second.who)))
-            .collect()
-    };
-    for (r, (w1, w2)) in found.into_iter().zip(names) {
-        report::push(finding(&r, &w1, &w2));
-    }
-}
-
-fn side(r: &Rec, who: &str) -> String {
-    let rw = if r.write { "Write" } else { "Read" };
-    if r.who & HOST != 0 {
-        format!("{rw} access by {who} ({})", r.what)
-    } else {
-        format!("{rw} access by {who} ({}, task {})", r.what, r.tick - 1)
-    }
-}
-
-fn finding(r: &Race, w1: &str, w2: &str) -> Finding {
-    let (a, b) = (&r.first, &r.second);
-    let (host_a, host_b) = (a.who & HOST != 0, b.who & HOST != 0);
-    let (kind, message) = match (host_a, host_b) {
-        (false, true) if !a.write => (
-            "host-race",
-            format!(
-                "Host write to a pinned source whose async copy has not run: {}",
-                side(a, w1)
-            ),
-        ),
-        (false, true) => (
-            "host-race",
-            format!(
-                "Host access to an async copy's destination before the copy is known complete: {}",
-                side(a, w1)
-            ),
-        ),
-        _ => ("race", format!("Race reported between {}", side(a, w1))),
-    };
-    let (lo, hi) = (a.start.max(b.start), a.end.min(b.end));
-    let mut f = Finding::new("racecheck", kind, message).detail(format!("and {}", side(b, w2)));
-    let place = match r.alloc {
-        Some((base, n, _)) => format!(
-            " (bytes {}..{} of the {n}-byte allocation at {base:#x})",
-            lo - base,
-            hi - base
-        ),
-        None => String::new(),
-    };
-    f = f.detail(format!("on {} bytes at {lo:#x}{place}", hi - lo));
-    f = f.site("first access at", a.site).site("second access at", b.site);
-    if let Some((_, _, s)) = r.alloc {
-        f = f.site("allocated at", s);
-    }
-    f
 }

@@ -127,6 +127,71 @@ fn synccheck_reports_unrecorded_events_and_forced_destroys() {
 }
 
 #[test]
+fn destroying_an_event_whose_work_completed_is_fine() {
+    let f = checked(SYNCCHECK, || {
+        let (s1, s2) = streams();
+        let ctx = current::current_context().unwrap();
+        let done = ctx.create_event(false).unwrap();
+        done.record(&s1).unwrap();
+        done.synchronize(None).unwrap();
+        let (go, gate) = std::sync::mpsc::channel::<()>();
+        s2.launch_engine(
+            crate::Engine::Host,
+            Box::new(move || {
+                let _ = gate.recv_timeout(std::time::Duration::from_secs(30)); // s2 held: its wait is queued
+                Ok(())
+            }),
+        )
+        .unwrap();
+        s2.wait_event(&done).unwrap(); // on completed work: nothing left to disturb
+        sync::event_destroyed(done.key());
+        let late = ctx.create_event(false).unwrap();
+        let (go1, gate1) = std::sync::mpsc::channel::<()>();
+        s1.launch_engine(
+            crate::Engine::Host,
+            Box::new(move || {
+                let _ = gate1.recv_timeout(std::time::Duration::from_secs(30));
+                Ok(())
+            }),
+        )
+        .unwrap();
+        late.record(&s1).unwrap();
+        s2.wait_event(&late).unwrap(); // queued while s1's work is pending...
+        go1.send(()).unwrap();
+        s1.synchronize(None).unwrap(); // ...which then completes before the destroy
+        sync::event_destroyed(late.key());
+        go.send(()).unwrap();
+        s2.synchronize(None).unwrap();
+    });
+    assert!(f.is_empty(), "{f:?}");
+}
+
+#[test]
+fn initcheck_reports_reads_of_bytes_nothing_wrote() {
+    let f = checked(INITCHECK, || {
+        let s = Stream::clone(&streams().0);
+        let mem = crate::alloc::device_memory(0).unwrap();
+        let a = memory::malloc_on(&mem, 4096, PagePolicy::HugeFirst).unwrap();
+        let host = memory::malloc_host(4096).unwrap();
+        let head = memory::BufferView::new(a.clone(), 0, 1024).unwrap();
+        memory::memset_async(&head, 7, None, &s).unwrap(); // bytes 0..1024 written
+        memory::memcpy_async(&host, &head, None, &s).unwrap(); // fine
+        memory::memcpy_async(&host, &a, None, &s).unwrap(); // 1024..4096 never written
+        memory::memcpy_async(&host, &a, None, &s).unwrap(); // reported once
+        s.synchronize(None).unwrap();
+        memory::memcpy(&a, &host, None).unwrap(); // the host writes all of it
+        memory::memcpy(&host, &a, None).unwrap(); // fine now
+    });
+    assert_eq!(kinds(&f), ["uninitialized-read"], "{f:?}");
+    assert!(
+        f[0].message
+            .contains("Uninitialized read of 3072 bytes by Memcpy DtoH: bytes 1024..4096 of the 4096-byte"),
+        "{}",
+        f[0].message
+    );
+}
+
+#[test]
 fn off_the_hooks_record_nothing() {
     let f = checked(0, || {
         let (s1, s2) = streams();

@@ -19,8 +19,9 @@ const MAX_WAITS: usize = 4096;
 struct Waiting {
     /// The event waited on (its address), if the wait was an event's.
     event: Option<usize>,
-    /// The stream waited on and the task count waited for.
+    /// The stream waited on (also as a handle for event waits) and the task count waited for.
     on: u64,
+    on_stream: Option<Weak<StreamInner>>,
     target: u64,
     waiter: Weak<StreamInner>,
     /// The waiter's tasks before the wait: it has passed once it completed more.
@@ -29,8 +30,17 @@ struct Waiting {
 }
 
 impl Waiting {
+    /// The waiter, while it has not passed the wait and the work it waits for has not
+    /// completed (a wait on completed work cannot be disturbed any more).
     fn pending(&self) -> Option<Arc<StreamInner>> {
-        self.waiter.upgrade().filter(|w| w.timeline.completed() <= self.before)
+        let done = self
+            .on_stream
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .is_some_and(|on| on.timeline.completed() >= self.target);
+        self.waiter
+            .upgrade()
+            .filter(|w| !done && w.timeline.completed() <= self.before)
     }
 }
 
@@ -60,7 +70,7 @@ fn with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
 
 /// Stream `waiter` waits on `event` (`None`: never recorded) pointing at `on`'s first
 /// `target` tasks.
-pub(super) fn event_wait(waiter: &Arc<StreamInner>, event: usize, point: Option<(u64, u64)>) {
+pub(super) fn event_wait(waiter: &Arc<StreamInner>, event: usize, point: Option<&(Arc<StreamInner>, u64)>) {
     let site = crate::profiler::site::capture(false, false);
     let f = with(|st| match point {
         None => Some(
@@ -77,8 +87,9 @@ pub(super) fn event_wait(waiter: &Arc<StreamInner>, event: usize, point: Option<
         Some((on, target)) => {
             st.remember(Waiting {
                 event: Some(event),
-                on,
-                target,
+                on: on.id,
+                on_stream: Some(Arc::downgrade(on)),
+                target: *target,
                 waiter: Arc::downgrade(waiter),
                 before: waiter.queue.tail(),
                 site,
@@ -98,6 +109,7 @@ pub(super) fn stream_wait(waiter: &Arc<StreamInner>, on: u64, target: u64) {
         st.remember(Waiting {
             event: None,
             on,
+            on_stream: None,
             target,
             waiter: Arc::downgrade(waiter),
             before: waiter.queue.tail(),

@@ -114,3 +114,69 @@ fn off_nothing_is_tracked() {
     assert_eq!(memcheck::counts(), (0, 0));
     assert_eq!(report::count(), 0);
 }
+
+#[test]
+fn settling_gives_quarantined_blocks_back_before_the_figures_are_read() {
+    let _g = SERIAL.lock();
+    enable(MEMCHECK);
+    report::take();
+    let mem = crate::alloc::device_memory(0).unwrap();
+    let before = mem.allocated_bytes();
+    let buf = memory::malloc_on(&mem, 3 << 20, PagePolicy::HugeFirst).unwrap();
+    let any = AnyBuffer::Device(buf.clone());
+    memcheck::raw_alloc(&any);
+    memcheck::raw_free(&any);
+    let addr = buf.addr();
+    drop((any, buf));
+    let other = AnyBuffer::Host(memory::malloc_host(64).unwrap());
+    memcheck::raw_alloc(&other); // sweeps: the freed block's pages are protected
+    assert!(memcheck::protected_at(addr + 4096));
+    assert!(
+        mem.allocated_bytes() >= before + (3 << 20),
+        "the quarantine holds the block"
+    );
+    assert_eq!(quarantine::settle(), 1);
+    assert_eq!(memcheck::counts().1, 0);
+    assert!(!memcheck::protected_at(addr + 4096));
+    assert_eq!(mem.allocated_bytes(), before, "the program's own figure again");
+    assert!(!memcheck::check_freed(addr, 8, "memcpy"), "released: no longer known");
+    memcheck::raw_free(&other);
+    enable(0);
+    assert_eq!(quarantine::settle(), 0, "off: nothing to do");
+}
+
+#[test]
+fn a_redzone_reports_reads_into_it_and_writes_past_the_end() {
+    let _g = SERIAL.lock();
+    enable(MEMCHECK | PADDING);
+    report::take();
+    let mem = crate::alloc::device_memory(0).unwrap();
+    let buf = memory::malloc_on(&mem, 1056 + PAD_BYTES, PagePolicy::HugeFirst).unwrap();
+    let any = AnyBuffer::Device(buf.clone());
+    let base = buf.addr();
+    memcheck::raw_alloc_sized(&any, 1056);
+    assert!(!memcheck::check_freed(base, 1056, "memcpy"), "inside the allocation");
+    assert!(
+        memcheck::check_freed(base + 1000, 100, "memcpy"),
+        "44 bytes into the redzone"
+    );
+    // SAFETY: the first bytes of the block's redzone (unprotected: before its first whole
+    // page), which the test owns; a raw write past the end, as a buggy program makes.
+    unsafe { std::ptr::write_bytes((base + 1056) as *mut u8, 0x7F, 16) };
+    memcheck::raw_free(&any);
+    let f = report::take();
+    assert_eq!(kinds(&f), ["out-of-bounds", "out-of-bounds"], "{f:?}");
+    assert!(
+        f[0].message
+            .contains("44 bytes past the end of the 1056-byte allocation"),
+        "{}",
+        f[0].message
+    );
+    assert!(
+        f[1].message
+            .contains("16 bytes of its redzone (bytes 1056..1072 of the allocation) were overwritten"),
+        "{}",
+        f[1].message
+    );
+    enable(0);
+}

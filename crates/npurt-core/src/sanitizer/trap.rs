@@ -1,5 +1,5 @@
-//! The quarantine's fault trap. A raw access (ctypes, a numpy view made from a stale
-//! pointer) to a quarantined block's `PROT_NONE` pages raises `SIGSEGV`; the handler finds
+//! The quarantine's and redzones' fault trap. A raw access (ctypes, a numpy view made from
+//! a stale pointer) to a quarantined block's or a redzone's `PROT_NONE` pages raises `SIGSEGV`; the handler finds
 //! the block in a table of [`Slot`]s, writes its report (pre-rendered when the pages were
 //! protected: where the block was allocated and freed) and the summary to stderr, and exits
 //! with `NPURT_SANITIZER_EXITCODE` (1 if unset) — a report, not a segfault. A fault
@@ -168,8 +168,8 @@ mod handler {
                 let mut h = [0u8; 18];
                 put(b"========= Error: Invalid access at ");
                 put(hex(addr, &mut h));
-                put(b": the page belongs to a freed (quarantined) block\n");
-                put(&text[..n]);
+                put(b": ");
+                put(&text[..n]); // why the page traps (a freed block, a redzone), then its report
                 put(b"========= ERROR SUMMARY: at least 1 errors (the program stopped at this access)\n");
                 // SAFETY: _exit is async-signal-safe and ends the process at once.
                 unsafe { libc::_exit(EXIT.load(Relaxed)) };
