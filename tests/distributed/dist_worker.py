@@ -4,7 +4,8 @@ Usage: ``python dist_worker.py SCENARIO`` with RANK, WORLD_SIZE, MASTER_ADDR, MA
 (and SLOW_RANK / TIMEOUT where the scenario needs them) in the environment. Prints one JSON
 line: ``{"ok": ...}`` or ``{"err": class name, "msg": message, "code": code}``.
 
-Scenarios: ``matrix`` (every collective, checked against numpy), ``sleep`` (SLOW_RANK
+Scenarios: ``matrix`` (every collective, checked against numpy; ``matrix_general``: a
+part of it on the general path, above the eager limit), ``sleep`` (SLOW_RANK
 sleeps past the deadline before its all_reduce), ``exit`` (SLOW_RANK exits without
 calling), ``hold`` (SLOW_RANK prints ``ready`` and waits to be SIGKILLed), ``desync``
 (SLOW_RANK calls broadcast instead of all_reduce), ``bits`` (a float32 all_reduce: the
@@ -37,8 +38,13 @@ def main(scenario: str) -> object:
         from matrix import run_matrix
 
         return run_matrix(rank, world)
+    if scenario == "matrix_general":
+        from matrix import N_GENERAL, OPS, run_matrix
+
+        return run_matrix(rank, world, dtypes=["float32", "float16", "int8"], ops=[OPS[0], OPS[2]], n=N_GENERAL)
     if scenario == "chunks":
-        n = 3000  # with NPURT_SHM_SLOT_BYTES=4096: many pieces
+        # Above the eager limit (general path); with NPURT_SHM_SLOT_BYTES=4096: many pieces.
+        n = npurt._npurt.COLLECTIVE_EAGER_BYTES // 4 + 3000
         x = np.arange(n, dtype=np.float32) * (rank + 1)
         t = npurt.to_device(x)
         dist.all_reduce(t)

@@ -17,7 +17,10 @@ import numpy as np
 
 OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PROD, dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.AVG]
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
-N = 6  # elements per rank chunk (small: 2 cores)
+N = 6  # elements per rank chunk (small: 2 cores); every collective takes the eager path
+# Elements per chunk that send every collective of every dtype down the general path
+# (send side above the engine's eager limit).
+N_GENERAL = npurt._npurt.COLLECTIVE_EAGER_BYTES + 5
 
 
 def bf16_round(x: np.ndarray) -> np.ndarray:
@@ -55,18 +58,23 @@ def reference(xs: List[np.ndarray], op: int, bf16: bool = False) -> np.ndarray:
 
 def check(name: str, got, want, failures: List[str]) -> None:
     g = np.asarray(got)
-    if g.shape != want.shape or not np.array_equal(g.view(np.uint8), np.ascontiguousarray(want).view(np.uint8)):
-        failures.append(f"{name}: got {g.tolist()} want {want.tolist()}")
+    if g.shape != want.shape:
+        failures.append(f"{name}: shape {g.shape} want {want.shape}")
+    elif not np.array_equal(g.view(np.uint8), np.ascontiguousarray(want).view(np.uint8)):
+        bad = np.flatnonzero(g.view(np.uint8) != np.ascontiguousarray(want).view(np.uint8)) // g.itemsize
+        i = np.unique(bad)[:8]
+        failures.append(f"{name}: {len(np.unique(bad))} elements differ, e.g. at {i.tolist()}: got {g[i].tolist()} want {want[i].tolist()}")
 
 
-def run_matrix(rank: int, world: int, dtypes=DTYPES, ops=OPS, seed: int = 0) -> List[str]:
-    """Runs every collective; returns the failures (empty: all matched numpy)."""
+def run_matrix(rank: int, world: int, dtypes=DTYPES, ops=OPS, seed: int = 0, n: int = N) -> List[str]:
+    """Runs every collective with ``n`` elements per rank chunk; returns the failures
+    (empty: all matched numpy)."""
     fails: List[str] = []
     last = world - 1
     for dt in dtypes:
         bf = dt == "bfloat16"
-        xs = [data(r, N, dt, seed) for r in range(world)]
-        bigs = [data(r + 100, N * world, dt, seed) for r in range(world)]
+        xs = [data(r, n, dt, seed) for r in range(world)]
+        bigs = [data(r + 100, n * world, dt, seed) for r in range(world)]
         dev = dist.group_of(None).device
         for op in ops:
             t = npurt.to_device(xs[rank], device=dev, dtype=dt)
@@ -76,31 +84,31 @@ def run_matrix(rank: int, world: int, dtypes=DTYPES, ops=OPS, seed: int = 0) -> 
             dist.reduce(t, dst=last, op=op)
             if rank == last:
                 check(f"reduce {dt} {op.name}", t, reference(xs, op, bf), fails)
-            o = npurt.empty((N,), dt, device=dev)
+            o = npurt.empty((n,), dt, device=dev)
             dist.reduce_scatter_tensor(o, npurt.to_device(bigs[rank], device=dev, dtype=dt), op=op)
-            want = reference([b[rank * N:(rank + 1) * N] for b in bigs], op, bf)
+            want = reference([b[rank * n:(rank + 1) * n] for b in bigs], op, bf)
             check(f"reduce_scatter_tensor {dt} {op.name}", o, want, fails)
         t = npurt.to_device(xs[rank], device=dev, dtype=dt)
         dist.broadcast(t, src=last)
         check(f"broadcast {dt}", t, xs[last], fails)
-        o = npurt.empty((N * world,), dt, device=dev)
+        o = npurt.empty((n * world,), dt, device=dev)
         dist.all_gather_into_tensor(o, npurt.to_device(xs[rank], device=dev, dtype=dt))
         check(f"all_gather_into_tensor {dt}", o, np.concatenate(xs), fails)
-        outs = [npurt.empty((N,), dt, device=dev) for _ in range(world)]
+        outs = [npurt.empty((n,), dt, device=dev) for _ in range(world)]
         dist.all_gather(outs, npurt.to_device(xs[rank], device=dev, dtype=dt))
         for j in range(world):
             check(f"all_gather[{j}] {dt}", outs[j], xs[j], fails)
-        o = npurt.empty((N * world,), dt, device=dev)
+        o = npurt.empty((n * world,), dt, device=dev)
         dist.all_to_all_single(o, npurt.to_device(bigs[rank], device=dev, dtype=dt))
-        check(f"all_to_all_single {dt}", o, np.concatenate([b[rank * N:(rank + 1) * N] for b in bigs]), fails)
-        ins = [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev, dtype=dt) for j in range(world)]
-        outs = [npurt.empty((N,), dt, device=dev) for _ in range(world)]
+        check(f"all_to_all_single {dt}", o, np.concatenate([b[rank * n:(rank + 1) * n] for b in bigs]), fails)
+        ins = [npurt.to_device(bigs[rank][j * n:(j + 1) * n], device=dev, dtype=dt) for j in range(world)]
+        outs = [npurt.empty((n,), dt, device=dev) for _ in range(world)]
         dist.all_to_all(outs, ins)
         for j in range(world):
-            check(f"all_to_all[{j}] {dt}", outs[j], bigs[j][rank * N:(rank + 1) * N], fails)
-        o = npurt.empty((N,), dt, device=dev)
-        dist.reduce_scatter(o, [npurt.to_device(bigs[rank][j * N:(j + 1) * N], device=dev, dtype=dt) for j in range(world)])
-        check(f"reduce_scatter {dt}", o, reference([b[rank * N:(rank + 1) * N] for b in bigs], dist.ReduceOp.SUM, bf), fails)
+            check(f"all_to_all[{j}] {dt}", outs[j], bigs[j][rank * n:(rank + 1) * n], fails)
+        o = npurt.empty((n,), dt, device=dev)
+        dist.reduce_scatter(o, [npurt.to_device(bigs[rank][j * n:(j + 1) * n], device=dev, dtype=dt) for j in range(world)])
+        check(f"reduce_scatter {dt}", o, reference([b[rank * n:(rank + 1) * n] for b in bigs], dist.ReduceOp.SUM, bf), fails)
         peer = rank ^ 1
         if peer < world:
             t = npurt.to_device(xs[rank], device=dev, dtype=dt)
@@ -108,7 +116,7 @@ def run_matrix(rank: int, world: int, dtypes=DTYPES, ops=OPS, seed: int = 0) -> 
                 dist.send(t, dst=peer)
                 dist.recv(t, src=peer)
             else:
-                r = npurt.empty((N,), dt, device=dev)
+                r = npurt.empty((n,), dt, device=dev)
                 dist.recv(r, src=peer)
                 dist.send(t, dst=peer)
                 check(f"recv {dt}", r, xs[peer], fails)

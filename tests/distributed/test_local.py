@@ -2,6 +2,7 @@
 devices 0 and 1 (rank % 2), every collective × op × dtype against numpy."""
 
 import threading
+import time
 import uuid
 
 import npurt
@@ -41,6 +42,36 @@ def test_matrix(world):
     out = run_ranks(world, lambda r: run_matrix(r, world))
     for r, fails in enumerate(out):
         assert fails == [], f"rank {r}: {fails}"
+
+
+def test_matrix_on_the_general_path():
+    """Chunks above the engine's eager limit: the direct algorithms (peers' buffers)."""
+    from matrix import N_GENERAL
+
+    out = run_ranks(3, lambda r: run_matrix(r, 3, dtypes=["float32", "float16", "int8"], ops=[OPS[0], OPS[2]], n=N_GENERAL))
+    for r, fails in enumerate(out):
+        assert fails == [], f"rank {r}: {fails}"
+
+
+def test_collectives_stay_ordered_after_the_current_streams_work():
+    """Back-to-back collectives skip re-waiting for the current stream when nothing was
+    queued on it since; work queued in between must still come first."""
+    def fn(r):
+        t = npurt.to_device(np.full(4, 1.0, np.float32), device=r)
+        for _ in range(3):
+            dist.all_reduce(t)  # the skip applies from the second call on
+        gate = threading.Event()
+        cur = npurt.current_stream(r)
+        cur.launch_host_func(gate.wait, 20)
+        w = dist.all_reduce(t, async_op=True)
+        time.sleep(0.2)  # long enough for both ranks' collective, were it not ordered
+        early = w.is_completed()
+        gate.set()
+        assert w.wait(timeout=30)
+        return early, float(t.to_host()[0])
+
+    out = run_ranks(2, fn)
+    assert out == [(False, 16.0), (False, 16.0)], out
 
 
 def test_matrix_spot_check_8():
@@ -124,6 +155,29 @@ def test_progress_board_shows_each_rank():
     assert [row["rank"] for row in rows] == [0, 1]
     assert all(row["collective"] == "all_reduce(float32 x 4, sum)" and row["seq"] == 0 for row in rows)
     assert all(row["state"] in (1, 2) and row["pid"] > 0 for row in rows)  # 2: a rank already left
+
+
+@pytest.mark.parametrize("limit, phases", [(None, 2), ("0", 6), ("16", 4)])
+def test_the_eager_limit_is_the_groups(monkeypatch, limit, phases):
+    """Two all_reduces of 4 and 1000 floats: on the eager path one barrier each, on the
+    general (direct) path three; the creating rank's NPURT_COLLECTIVE_EAGER_BYTES holds for
+    the group (read when it is created), and both paths give the same sums."""
+    if limit is None:
+        monkeypatch.delenv("NPURT_COLLECTIVE_EAGER_BYTES", raising=False)
+    else:
+        monkeypatch.setenv("NPURT_COLLECTIVE_EAGER_BYTES", limit)
+
+    def fn(r):
+        a = npurt.to_device(np.full(4, r + 1.0, np.float32), device=r)
+        b = npurt.to_device(np.arange(1000, dtype=np.float32) * (r + 1), device=r)
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+        ok = np.array_equal(a.to_host(), np.full(4, 3.0, np.float32)) and np.array_equal(b.to_host(), np.arange(1000, dtype=np.float32) * 3)
+        return ok, [row["phase"] for row in dist.progress_board()]
+
+    for ok, ph in run_ranks(2, fn):
+        assert ok and ph[0] >= phases and ph[1] >= phases, (ok, ph)
+        assert max(ph) == phases, ph
 
 
 def test_profiles_show_collectives_under_hccl_names():

@@ -51,8 +51,14 @@ def test_matrix(world):
         assert res.get("ok") == [], f"rank {r}: {res}"
 
 
+def test_matrix_on_the_general_path():
+    """Chunks above the engine's eager limit: the staged algorithms through the slots."""
+    for r, res in enumerate(results(launch("matrix_general", 3))):
+        assert res.get("ok") == [], f"rank {r}: {res}"
+
+
 def test_spot_check_8_ranks_and_many_pieces():
-    for r, res in enumerate(results(launch("chunks", 8, NPURT_SHM_SLOT_BYTES=4096))):
+    for r, res in enumerate(results(launch("chunks", 8, NPURT_SHM_SLOT_BYTES=16384))):
         assert res.get("ok") is True, f"rank {r}: {res}"
 
 

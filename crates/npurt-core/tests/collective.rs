@@ -1,7 +1,9 @@
 //! The collective engine on the `local` transport: every collective against a reference,
 //! deadlines, desync, a rank leaving, determinism, and a rendezvous stress run.
 
-use npurt_core::collective::{local, CollKind, CollectiveError, Communicator, HcclDataType, OpDesc, ReduceOp, Region};
+use npurt_core::collective::{
+    local, CollKind, CollectiveError, Communicator, HcclDataType, OpDesc, ReduceOp, Region, EAGER_BYTES,
+};
 use std::time::Duration;
 
 fn region(v: &mut [f32]) -> Region {
@@ -45,11 +47,24 @@ fn input(rank: u32, n: usize) -> Vec<f32> {
     (0..n).map(|i| (i as f32 * 0.37 + rank as f32 * 1.3).sin()).collect()
 }
 
+/// Elements per rank that keep every collective on the eager path (send side ≤
+/// `EAGER_BYTES`) and that send every one down the general path.
+const EAGER_N: usize = 7;
+const GENERAL_N: usize = EAGER_BYTES / 4 + 3;
+
 #[test]
-fn every_collective_matches_the_reference() {
+fn every_collective_matches_the_reference_on_the_eager_path() {
+    check_every_collective(EAGER_N);
+}
+
+#[test]
+fn every_collective_matches_the_reference_on_the_general_path() {
+    check_every_collective(GENERAL_N);
+}
+
+fn check_every_collective(n: usize) {
     let t = Duration::from_secs(20);
     for world in [1u32, 2, 3, 5] {
-        let n = 7usize;
         let out = ranks(world, t, move |r, c| {
             let w = world as usize;
             let mut res = Vec::new();
@@ -105,19 +120,19 @@ fn every_collective_matches_the_reference() {
             res
         });
         let w = world as usize;
+        let small: Vec<Vec<f32>> = (0..world).map(|k| input(k, n)).collect();
+        let big: Vec<Vec<f32>> = (0..world).map(|k| input(k, n * w)).collect();
         for (r, res) in out.iter().enumerate() {
             for i in 0..n {
-                let sum = (1..w).fold(input(0, n)[i], |a, k| a + input(k as u32, n)[i]);
+                let sum = (1..w).fold(small[0][i], |a, k| a + small[k][i]);
                 assert_eq!(res[0][i].to_bits(), sum.to_bits(), "all_reduce world {world}");
-                assert_eq!(res[1][i], input(world - 1, n)[i]);
+                assert_eq!(res[1][i], small[w - 1][i]);
                 for j in 0..w {
-                    assert_eq!(res[2][j * n + i], input(j as u32, n)[i]);
+                    assert_eq!(res[2][j * n + i], small[j][i]);
                     // all_to_all: chunk j of my output is chunk r of rank j's input
-                    assert_eq!(res[4][j * n + i], input(j as u32, n * w)[r * n + i]);
+                    assert_eq!(res[4][j * n + i], big[j][r * n + i]);
                 }
-                let mx = (0..w)
-                    .map(|k| input(k as u32, n * w)[r * n + i])
-                    .fold(f32::MIN, f32::max);
+                let mx = (0..w).map(|k| big[k][r * n + i]).fold(f32::MIN, f32::max);
                 assert_eq!(res[3][i], mx);
             }
         }
@@ -357,5 +372,66 @@ fn barriers_back_to_back_never_look_like_a_desync() {
     });
     for (r, o) in out.iter().enumerate() {
         assert!(o.is_ok(), "rank {r}: {o:?}");
+    }
+}
+
+#[test]
+fn eager_and_general_collectives_interleave_with_send_recv() {
+    // Each eager collective leaves without a closing barrier while its peers may still
+    // read its staging half; the next collectives (eager on the other half, general on the
+    // slots, send/recv on the mailboxes) must never disturb what is still being read.
+    let out = ranks(3, Duration::from_secs(60), |r, c| {
+        for k in 0..150u32 {
+            let n = if k % 4 == 3 {
+                GENERAL_N
+            } else {
+                EAGER_N + (k as usize % 5)
+            };
+            let mut x: Vec<f32> = (0..n).map(|i| (r * 1000 + k + i as u32 % 7) as f32).collect();
+            c.run(
+                desc(CollKind::AllReduce, n as u64, ReduceOp::Sum, 0),
+                Some(region(&mut x)),
+                Some(region(&mut x)),
+                None,
+            )
+            .map_err(|e| format!("rank {r} all_reduce {k}: {e}"))?;
+            for (i, v) in x.iter().enumerate() {
+                let want = (0..3).map(|q| (q * 1000 + k + i as u32 % 7) as f32).sum::<f32>();
+                if *v != want {
+                    return Err(format!("rank {r} all_reduce {k} element {i}: {v} != {want}"));
+                }
+            }
+            let mut g = vec![0f32; 3 * 4];
+            let mut mine = vec![(r * 10 + k) as f32; 4];
+            c.run(
+                desc(CollKind::AllGather, 4, ReduceOp::Sum, 0),
+                Some(region(&mut mine)),
+                Some(region(&mut g)),
+                None,
+            )
+            .map_err(|e| format!("rank {r} all_gather {k}: {e}"))?;
+            if (0..3).any(|q| g[q * 4..q * 4 + 4].iter().any(|&v| v != (q as u32 * 10 + k) as f32)) {
+                return Err(format!("rank {r} all_gather {k}: {g:?}"));
+            }
+            if k % 5 == 0 && r < 2 {
+                let mut m = vec![(k + 1) as f32; 6];
+                let kind = if r == 0 { CollKind::Send } else { CollKind::Recv };
+                let (s, v) = if r == 0 {
+                    (Some(region(&mut m)), None)
+                } else {
+                    m.fill(0.0);
+                    (None, Some(region(&mut m)))
+                };
+                c.run(desc(kind, 6, ReduceOp::Sum, 1 - r), s, v, None)
+                    .map_err(|e| format!("rank {r} send/recv {k}: {e}"))?;
+                if m.iter().any(|&v| v != (k + 1) as f32) {
+                    return Err(format!("rank {r} recv {k}: {m:?}"));
+                }
+            }
+        }
+        Ok::<u64, String>(c.seq())
+    });
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(o, &Ok(300), "rank {r}");
     }
 }

@@ -332,5 +332,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_hccl_result_codes, m)?)?;
     m.add_function(wrap_pyfunction!(_pid_dead, m)?)?;
     m.add_function(wrap_pyfunction!(_wait_task, m)?)?;
+    // Send bytes per rank up to which a collective takes the one-barrier eager path.
+    m.add("COLLECTIVE_EAGER_BYTES", coll::EAGER_BYTES)?;
     Ok(())
 }

@@ -139,6 +139,18 @@ impl PyStream {
         self.s.completed()
     }
 
+    /// Whether work can be queued on it (alive, no sticky error); no side effects.
+    #[getter]
+    fn usable(&self) -> bool {
+        self.s.is_usable()
+    }
+
+    /// Tasks submitted to this stream so far (`completed` catches up with it).
+    #[getter]
+    fn submitted(&self) -> u64 {
+        self.s.submitted_count()
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "<npurt.Stream id={} device={} priority={}>",

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
+from ..array.device_array import DeviceArray
+from ..exceptions import InvalidTypeError, InvalidValueError
 from ._backend import Backend, ReduceOp, Work, collective_error
 from ._group import (
     GroupMember,
@@ -68,9 +70,6 @@ __all__ = [
 
 
 def _check(t: Any, what: str) -> Any:
-    from ..array.device_array import DeviceArray
-    from ..exceptions import InvalidTypeError, InvalidValueError
-
     if not isinstance(t, DeviceArray):
         raise InvalidTypeError(f"{what} must be an npurt.DeviceArray, not {type(t).__name__}")
     if not t.is_contiguous:

@@ -8,6 +8,8 @@ import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+import npurt
+
 from ._backend import Backend, Work, collective_error
 from ._mpirun import launcher_defaults
 
@@ -53,8 +55,6 @@ class _PublicWork(Work):
         self._work, self._event, self._device = work, event, device
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        import npurt
-
         if not self._work.wait(timeout):
             return False
         self._event.synchronize(timeout)
@@ -77,6 +77,7 @@ class ProcessGroup:
         self.backend, self.ranks, self.device, self.name = backend, ranks, device, name
         self.store, self._make = store, make
         self._streams: Dict[int, Any] = {}
+        self._marks: Dict[int, Any] = {}  # device -> (current stream id, its submitted count)
         self._children = 0
         self.rank_stream: Any = None  # "local": this rank thread's current stream
         self.rank_device: Any = None  # "local": this rank thread's current device
@@ -96,35 +97,36 @@ class ProcessGroup:
     def comm_stream(self, device: int) -> Any:
         s = self._streams.get(device)
         if s is None:
-            import npurt
-
             s = self._streams[device] = npurt.Stream(device=device)
         return s
 
     def run(self, kind: str, send: Any, recv: Any, op: Any, root: int, async_op: bool, timeout: Any) -> Optional[Work]:
-        import npurt
-
         t = send if send is not None else recv
         dev = t.device if t is not None else self.device
         cur = npurt.current_stream(dev)
         cs = self.comm_stream(dev)
-        try:
-            cs.wait_stream(cur)
-        except npurt.Error:
-            # The communication stream holds an earlier collective's error: start a fresh
-            # one, so that this collective reports its own (the group is aborted).
-            cs = self._streams[dev] = npurt.Stream(device=dev)
-            cs.wait_stream(cur)
+        # `_marks[dev]` is `cur`'s submitted count when the last collective left it: `cs`
+        # is ordered after everything on `cur` before it except `cur`'s waits for `cs`
+        # itself, so if nothing came since, `cs` need not wait again (back-to-back
+        # collectives would otherwise hop through `cur` each time).
+        if self._marks.get(dev) != (cur.id, cur.submitted) or not cs.usable:
+            try:
+                cs.wait_stream(cur)
+            except npurt.Error:
+                # The communication stream holds an earlier collective's error: start a
+                # fresh one, so that this collective reports its own (the group is aborted).
+                cs = self._streams[dev] = npurt.Stream(device=dev)
+                cs.wait_stream(cur)
         work = self.backend.collective(kind, send, recv, int(op), int(root), cs, _seconds(timeout))
         if async_op:
+            self._marks[dev] = (cur.id, cur.submitted)
             return _PublicWork(work, cs.record_event(), dev)
         cur.wait_stream(cs)
+        self._marks[dev] = (cur.id, cur.submitted)
         return None
 
     # -- list forms: a flat buffer and copies on the communication stream -------------
     def flat_like(self, t: Any, n: int) -> Any:
-        import npurt
-
         return npurt.empty((n * t.size,), t.dtype_name, device=t.device)
 
     def checked_list(self, lst: Sequence[Any], like: Any, what: str) -> List[Any]:
@@ -138,8 +140,6 @@ class ProcessGroup:
         return list(lst)
 
     def gather_in(self, lst: List[Any], like: Any) -> Any:
-        import npurt
-
         flat = self.flat_like(like, len(lst))
         cur = npurt.current_stream(like.device)
         k = like.size
@@ -148,8 +148,6 @@ class ProcessGroup:
         return flat
 
     def scatter_out(self, work: Any, flat: Any, outs: List[Any], async_op: bool) -> Optional[Work]:
-        import npurt
-
         dev = flat.device
         cs = self.comm_stream(dev)
         k = flat.size // max(1, len(outs))
@@ -240,8 +238,6 @@ def init_process_group(backend: str = "hccl", rank: int = -1, world_size: int = 
         # Each rank thread gets its own current stream on its device: ranks sharing a
         # device must not share a stream (rank A's stream waiting for its collective would
         # hold rank B's collective queued behind it: a cycle).
-        import npurt
-
         npurt.current_stream(dev)  # the implicit (lazy) reference: leaving never resets the device
         pg.rank_device = npurt.Device(dev)
         pg.rank_device.__enter__()
@@ -265,8 +261,6 @@ def init_process_group(backend: str = "hccl", rank: int = -1, world_size: int = 
 
 
 def _device(device: Any, rank: Optional[int]) -> int:
-    import npurt
-
     if device is not None:
         return int(device)
     if rank is not None:

@@ -1,7 +1,7 @@
 //! The progress board: a control block of atomics that every rank of a communicator maps
 //! (heap memory for `local`, the communicator's memfd segment for `shm`). Per rank: its
-//! barrier phase, the seq and descriptor of the collective it is in, state, pid and a
-//! heartbeat; per ordered pair of ranks: a mailbox for send/recv; one abort record that
+//! barrier phase, the seq and descriptor of the collective it is in (two rows, by the
+//! seq's parity: see [`Board::row`]), state, pid and a heartbeat; per ordered pair of ranks: a mailbox for send/recv; one abort record that
 //! the rank detecting a failure publishes and every other rank reads; one futex word
 //! (`epoch`) bumped on every change, which waiters sleep on.
 //!
@@ -38,7 +38,9 @@ pub(crate) struct Header {
     pub(crate) epoch: AtomicU32,
     pub(crate) slot_bytes: AtomicU64,
     pub(crate) joined: AtomicU32,
-    _pad: AtomicU32,
+    /// Send bytes up to which collectives take the eager path, for the whole group (set
+    /// by the rank that creates the block, read by the others: every rank must agree).
+    pub(crate) eager_limit: AtomicU32,
     abort: AtomicU64,
     abort_kind: AtomicU32,
     abort_rank: AtomicU32,
@@ -49,13 +51,20 @@ pub(crate) struct Header {
     abort_text: [AtomicU64; TEXT_WORDS],
 }
 
-/// One rank's row on the board (64 bytes).
+/// What a rank published for one collective: its seq and packed descriptor.
 #[repr(C)]
-pub(crate) struct RankSlot {
-    pub(crate) phase: AtomicU64,
+pub(crate) struct Row {
     pub(crate) seq: AtomicU64,
     pub(crate) desc: AtomicU64,
     pub(crate) count: AtomicU64,
+}
+
+/// One rank's slot on the board (96 bytes).
+#[repr(C)]
+pub(crate) struct RankSlot {
+    pub(crate) phase: AtomicU64,
+    /// Rows of the collectives with even and odd seqs.
+    pub(crate) rows: [Row; 2],
     pub(crate) state: AtomicU32,
     pub(crate) pid: AtomicU32,
     pub(crate) heartbeat_ms: AtomicU64,
@@ -141,6 +150,15 @@ impl Board {
         assert!(r < self.world);
         // SAFETY: `r < world`, so the slot lies inside the block (`new`); 8-aligned.
         unsafe { &*self.ranks.add(r as usize) }
+    }
+
+    /// Rank `r`'s row for collective `seq`. Collectives of consecutive seqs use different
+    /// rows, so a rank that left collective `seq` (one barrier after arriving, for an eager
+    /// one) may publish `seq + 1` while the others still compare the rows of `seq`; it
+    /// cannot reach `seq + 2` (the same row again) before every rank arrived at `seq + 1`,
+    /// which each does only after its comparison of `seq`.
+    pub(crate) fn row(&self, r: u32, seq: u64) -> &Row {
+        &self.rank(r).rows[(seq & 1) as usize]
     }
 
     pub(crate) fn pair(&self, src: u32, dst: u32) -> &PairSlot {
@@ -284,7 +302,7 @@ impl Board {
             epoch: z32(),
             slot_bytes: z64(),
             joined: z32(),
-            _pad: z32(),
+            eager_limit: z32(),
             abort: AtomicU64::new(AB_NONE),
             abort_kind: z32(),
             abort_rank: z32(),
@@ -298,9 +316,11 @@ impl Board {
         let ranks: Vec<RankSlot> = (0..w)
             .map(|_| RankSlot {
                 phase: z64(),
-                seq: z64(),
-                desc: z64(),
-                count: z64(),
+                rows: std::array::from_fn(|_| Row {
+                    seq: z64(),
+                    desc: z64(),
+                    count: z64(),
+                }),
                 state: z32(),
                 pid: z32(),
                 heartbeat_ms: z64(),

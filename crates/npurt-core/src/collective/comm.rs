@@ -89,6 +89,10 @@ pub(crate) struct CommInner {
     /// `shm`: the slot area (address of slot 0) and the bytes per slot.
     pub(crate) slots: usize,
     pub(crate) slot_bytes: usize,
+    /// The eager areas (address of rank 0's; [`super::eager`]), in the board's memory, and
+    /// the group's eager limit (read from the board once).
+    pub(crate) eager: usize,
+    pub(crate) eager_limit: u32,
     _backing: Backing,
     timeout_ns: AtomicU64,
     /// (next ticket, next collective seq, next send/recv seq), claimed together.
@@ -111,6 +115,7 @@ impl Communicator {
         board: Board,
         backing: Backing,
         slots: (usize, usize),
+        eager: usize,
         timeout: Duration,
     ) -> Self {
         let slot = board.rank(rank);
@@ -119,6 +124,7 @@ impl Communicator {
         board.header().joined.fetch_add(1, AcqRel);
         board.wake();
         let w = world as usize;
+        let eager_limit = board.header().eager_limit.load(Acquire);
         Communicator(Arc::new(CommInner {
             rank,
             world,
@@ -126,6 +132,8 @@ impl Communicator {
             board,
             slots: slots.0,
             slot_bytes: slots.1,
+            eager,
+            eager_limit,
             _backing: backing,
             timeout_ns: AtomicU64::new(timeout.as_nanos().min(u64::MAX as u128) as u64),
             claims: Mutex::new((0, 0, 0)),
@@ -249,6 +257,9 @@ impl Communicator {
             let addr = |r: Option<&Region>| r.map_or(0, |r| r.addr);
             match desc.kind {
                 CollKind::Send | CollKind::Recv => super::algo::p2p(&self.0, &mut rv, sent, received, send, recv),
+                _ if super::eager::fits(&desc, self.world(), self.0.eager_limit) => {
+                    super::eager::run(&self.0, &mut rv, addr(send), addr(recv))
+                }
                 _ => match self.transport() {
                     Transport::Local => super::algo::direct(&mut rv, addr(send), addr(recv)),
                     Transport::Shm => super::algo::staged(&self.0, &mut rv, addr(send), addr(recv)),
@@ -312,9 +323,12 @@ impl Communicator {
         (0..self.world())
             .map(|r| {
                 let s = b.rank(r);
-                let d = OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed))
+                // The newer of the two rows (the collective it is in or left last).
+                let newer = s.rows[1].seq.load(Relaxed) > s.rows[0].seq.load(Relaxed);
+                let row = &s.rows[newer as usize];
+                let d = OpDesc::unpack(row.desc.load(Relaxed), row.count.load(Relaxed))
                     .map_or_else(|| "-".into(), |d| d.describe());
-                let (seq, phase) = (s.seq.load(Relaxed), s.phase.load(Acquire));
+                let (seq, phase) = (row.seq.load(Relaxed), s.phase.load(Acquire));
                 (
                     r,
                     seq,

@@ -6,6 +6,7 @@
 
 use super::board::{Board, MAX_RANKS, ST_EMPTY};
 use super::comm::{Backing, Communicator, Transport};
+use super::eager;
 use super::error::CollectiveError;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -37,9 +38,14 @@ fn check_world(op: &str, rank: u32, world: u32) -> Result<(), CollectiveError> {
     Ok(())
 }
 
+/// The board and, after it, the eager areas (zeroed words).
 fn new_block(world: u32) -> Arc<Box<[AtomicU64]>> {
-    let words = Board::bytes(world) / 8;
+    let words = (Board::bytes(world) + eager::area_bytes(world)).div_ceil(8);
     let block: Box<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
+    // SAFETY: the block is 8-aligned, zeroed and `Board::bytes(world)` long; nobody else
+    // sees it yet. The creator's eager limit holds for every rank that joins.
+    let board = unsafe { Board::new(block.as_ptr().cast(), world) };
+    board.header().eager_limit.store(eager::limit_from_env(), Relaxed);
     Arc::new(block)
 }
 
@@ -47,6 +53,7 @@ fn comm_on(block: &Arc<Box<[AtomicU64]>>, rank: u32, world: u32, timeout: Durati
     // SAFETY: the block is 8-aligned (u64s), `Board::bytes(world)` long and zeroed; the
     // communicator keeps the Arc (Backing::Heap) for as long as it uses the board.
     let board = unsafe { Board::new(block.as_ptr().cast(), world) };
+    let eager = block.as_ptr() as usize + Board::bytes(world);
     Communicator::new(
         rank,
         world,
@@ -54,6 +61,7 @@ fn comm_on(block: &Arc<Box<[AtomicU64]>>, rank: u32, world: u32, timeout: Durati
         board,
         Backing::Heap(block.clone()),
         (0, 0),
+        eager,
         timeout,
     )
 }

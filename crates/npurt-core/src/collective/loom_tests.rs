@@ -7,12 +7,12 @@
 //! - Barriers: each rank publishes its phase and waits (`Board::wait_until`, sleeping on
 //!   the futex word it read before checking): nobody sleeps through the last arrival (the
 //!   model's sleeps have no timeout, so a lost wake-up is a deadlock), over two phases.
-//! - The rows a rank compares after a barrier (desync detection) are never rewritten by
-//!   the next collective before the closing barrier: the rule `algo.rs` keeps for every
-//!   collective, barriers included.
+//! - Eager collectives (`eager.rs`: one barrier, rows and staging halves by the seq's
+//!   parity, no closing barrier): what a rank compares and reads after arriving is never
+//!   rewritten by a later collective before it is done, over three collectives.
 
 use super::board::{AbortRecord, Board, ModelBlock};
-use crate::sync::Arc;
+use crate::sync::{Arc, AtomicU64};
 use loom::thread;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::time::Duration;
@@ -94,25 +94,36 @@ fn loom_barrier_never_sleeps_through_the_last_arrival() {
 }
 
 #[test]
-fn loom_rows_are_stable_until_the_closing_barrier() {
+fn loom_eager_halves_are_never_overwritten_while_read() {
     loom::model(|| {
         let b = board(2);
-        // Collective #1 (a barrier): publish the row, arrive, compare the rows, close; then
-        // collective #2 rewrites the row. The comparison must only ever see #1.
-        let rank = |b: Arc<(Board, ModelBlock)>, me: u32| {
+        // Three eager collectives (one barrier each, no closing barrier; `eager.rs`): a
+        // rank stages its data in half `seq % 2`, publishes its row `seq % 2`, arrives,
+        // then reads the other rank's row and half of `seq`. Collective 3 reuses the half
+        // and row of collective 1: a reader of 1 must never see 3's data (the atomics stand
+        // in for the staged bytes).
+        let halves: Arc<[AtomicU64; 4]> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
+        let rank = |b: Arc<(Board, ModelBlock)>, h: Arc<[AtomicU64; 4]>, me: u32| {
             move || {
                 let bd = &b.0;
-                bd.rank(me).seq.store(1, Relaxed);
-                barrier(bd, me, 1);
-                let other = bd.rank(1 - me).seq.load(Relaxed);
-                barrier(bd, me, 2); // the closing barrier
-                bd.rank(me).seq.store(2, Relaxed);
-                other
+                let mut seen = Vec::new();
+                for seq in 1..=3u64 {
+                    let p = (seq & 1) as usize;
+                    h[me as usize * 2 + p].store(seq, Relaxed);
+                    bd.row(me, seq).seq.store(seq, Relaxed);
+                    barrier(bd, me, seq);
+                    let row = bd.row(1 - me, seq).seq.load(Relaxed);
+                    let data = h[(1 - me) as usize * 2 + p].load(Relaxed);
+                    seen.push((row, data));
+                }
+                seen
             }
         };
-        let t = thread::spawn(rank(b.clone(), 1));
-        let mine = rank(b.clone(), 0)();
+        let t = thread::spawn(rank(b.clone(), halves.clone(), 1));
+        let mine = rank(b.clone(), halves.clone(), 0)();
         let theirs = t.join().unwrap();
-        assert_eq!((mine, theirs), (1, 1), "a row of the next collective was compared");
+        let want: Vec<(u64, u64)> = (1..=3).map(|s| (s, s)).collect();
+        assert_eq!(mine, want, "rank 0 read a row or half of another collective");
+        assert_eq!(theirs, want, "rank 1 read a row or half of another collective");
     });
 }

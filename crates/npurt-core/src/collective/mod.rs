@@ -5,14 +5,17 @@
 //!   order, each with a sequence number and a deadline (the group's, a per-call one, or
 //!   `HCCL_EXEC_TIMEOUT`).
 //! * The board (`board.rs`): a control block of atomics every rank maps — per rank its
-//!   phase, seq, descriptor, state, pid, heartbeat; per pair a send/recv mailbox; the abort
+//!   phase, seq and descriptor (two rows, by the seq's parity), state, pid, heartbeat;
+//!   per pair a send/recv mailbox; the abort
 //!   record; a futex word waiters sleep on. `rendezvous.rs` is one rank's side of one
 //!   collective: arrive (desync check), barriers, waits that end in
 //!   [`CollectiveError::Timeout`] / [`CollectiveError::RankFailed`] instead of hanging.
 //! * Algorithms (`algo.rs`): `direct` (`local`: peers' buffers read directly;
 //!   reduce-scatter then all-gather), `staged` (`shm`: through per-rank slots of a shared
-//!   segment), `p2p` (send/recv); `reduce.rs` the kernels, always in rank order (bitwise
-//!   identical results on every rank and run).
+//!   segment), `p2p` (send/recv); `eager.rs` small collectives on either transport in one
+//!   barrier (send data staged in per-rank halves used by the seq's parity, no closing
+//!   barrier); `reduce.rs` the kernels, always in rank order (bitwise identical results on
+//!   every rank and run, whichever path ran).
 //! * Bootstrap: [`local`] (threads of one process; `HcclCommInitAll`), [`shm`] (a
 //!   shareable memfd segment exported with [`crate::ipc`]).
 //! * [`enqueue`] (below): a collective as a task on a stream's host engine. It claims the
@@ -25,6 +28,7 @@
 mod algo;
 mod board;
 mod comm;
+mod eager;
 mod error;
 pub mod local;
 #[cfg(all(test, loom))]
@@ -36,6 +40,7 @@ mod types;
 
 pub use board::MAX_RANKS;
 pub use comm::{default_timeout, Communicator, Region, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
+pub use eager::{EAGER_BYTES, EAGER_ENV};
 pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
 pub use rendezvous::pid_dead;
 pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp};

@@ -42,12 +42,13 @@ impl Rendezvous<'_> {
             return Err(self.error_of(&rec));
         }
         let slot = self.board.rank(self.me);
+        let row = self.board.row(self.me, self.seq);
         let (a, c) = self.desc.pack();
-        slot.desc.store(a, Relaxed);
-        slot.count.store(c, Relaxed);
+        row.desc.store(a, Relaxed);
+        row.count.store(c, Relaxed);
         slot.send_ptr.store(send, Relaxed);
         slot.recv_ptr.store(recv, Relaxed);
-        slot.seq.store(self.seq, Relaxed);
+        row.seq.store(self.seq, Relaxed);
         self.barrier()?;
         self.check_desync()
     }
@@ -121,7 +122,7 @@ impl Rendezvous<'_> {
         let world = self.board.world();
         let rows: Vec<(u64, Option<OpDesc>)> = (0..world)
             .map(|r| {
-                let s = self.board.rank(r);
+                let s = self.board.row(r, self.seq);
                 (
                     s.seq.load(Relaxed),
                     OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed)),

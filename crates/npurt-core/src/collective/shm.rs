@@ -6,6 +6,7 @@
 
 use super::board::{Board, MAGIC, MAX_RANKS};
 use super::comm::{Backing, Communicator, Transport};
+use super::eager;
 use super::error::CollectiveError;
 use crate::ipc::{self, Access};
 use crate::memory::{malloc_on_ex, DeviceBuffer, DeviceMemory};
@@ -32,10 +33,11 @@ fn err(reason: impl Into<String>) -> CollectiveError {
 }
 
 fn attach(buf: DeviceBuffer, rank: u32, world: u32, slot: usize, timeout: Duration) -> Communicator {
-    // SAFETY: the buffer is at least `Board::bytes(world) + world * slot` bytes (checked by
-    // the callers), 512-aligned, and kept alive by the communicator (Backing::Shm).
+    // SAFETY: the buffer is at least `segment_bytes(world, slot)` bytes (checked by the
+    // callers), 512-aligned, and kept alive by the communicator (Backing::Shm).
     let board = unsafe { Board::new(buf.addr() as *const u8, world) };
     let slots = buf.addr() + Board::bytes(world);
+    let eager = slots + world as usize * slot;
     Communicator::new(
         rank,
         world,
@@ -43,8 +45,14 @@ fn attach(buf: DeviceBuffer, rank: u32, world: u32, slot: usize, timeout: Durati
         board,
         Backing::Shm(buf),
         (slots, slot),
+        eager,
         timeout,
     )
+}
+
+/// Bytes of a `world`-rank segment: the board, the slots, the eager areas.
+fn segment_bytes(world: u32, slot: usize) -> usize {
+    Board::bytes(world) + world as usize * slot + eager::area_bytes(world)
 }
 
 /// Creates the segment of a `world`-rank group as rank 0 on `mem` and exports it; returns
@@ -63,7 +71,7 @@ pub fn create(
         )));
     }
     let slot = slot_bytes(slot);
-    let total = Board::bytes(world) + world as usize * slot;
+    let total = segment_bytes(world, slot);
     let buf = malloc_on_ex(mem, total, PagePolicy::HugeFirst, Some(true))?;
     // SAFETY: the buffer was just allocated with `total >= Board::bytes(world)` bytes and
     // nobody else can see it yet: zeroing the board part is a plain write.
@@ -79,6 +87,7 @@ pub fn create(
         let h = board.header();
         h.world.store(world, Relaxed);
         h.slot_bytes.store(slot as u64, Relaxed);
+        h.eager_limit.store(eager::limit_from_env(), Relaxed);
         h.magic.store(MAGIC, Release);
     }
     Ok((attach(buf, 0, world, slot, timeout), key))
@@ -120,7 +129,7 @@ pub fn join(
         .into());
     }
     let slot = h.slot_bytes.load(Relaxed) as usize;
-    if buf.nbytes() < Board::bytes(world) + world as usize * slot {
+    if buf.nbytes() < segment_bytes(world, slot) {
         return Err(err("the segment is smaller than its slots").into());
     }
     if board.rank(rank).state.load(Acquire) != super::board::ST_EMPTY {

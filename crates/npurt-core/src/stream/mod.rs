@@ -427,4 +427,9 @@ impl Stream {
     pub fn is_alive(&self) -> bool {
         self.0.dev.is_alive() && self.0.status.load(Acquire) == ALIVE
     }
+
+    /// Whether work can be queued: alive and without a sticky error.
+    pub fn is_usable(&self) -> bool {
+        self.0.check_usable().is_ok()
+    }
 }

@@ -1,0 +1,119 @@
+//! The eager path: small collectives in one barrier, on both transports.
+//!
+//! The general algorithms (`algo.rs`) pay for bandwidth with steps: a barrier at arrival,
+//! one or two between steps, and a closing one so that no rank reuses a slot (or leaves
+//! with its buffer) while another still reads it. Below [`EAGER_BYTES`] of send data per
+//! rank the barriers cost more than the bytes, so instead:
+//!
+//! 1. a rank copies its whole send buffer into its **eager half** for this collective
+//!    (rank `r`'s area holds two halves; collective `seq` uses half `seq % 2`),
+//! 2. arrives (one barrier; the descriptors are compared: desync),
+//! 3. computes its whole result from the peers' halves (reductions in rank order, so every
+//!    rank gets bitwise the same result as the general path) and leaves — no closing
+//!    barrier.
+//!
+//! Why leaving at once is safe: a rank writes half `seq % 2` again only at collective
+//! `seq + 2`, before which it passed the arrival of `seq + 1`, which every rank reaches only
+//! after it finished reading the halves of `seq`. The board rows follow the same parity rule
+//! ([`super::board::Board::row`]). Between the two, a general collective (which writes its
+//! slots only after its arrival) or a send/recv (which uses the slots, never the eager
+//! areas) cannot disturb an eager half still being read. The loom model
+//! `loom_eager_halves_are_never_overwritten_while_read` checks the rule over three
+//! collectives.
+
+use super::algo::copy;
+use super::comm::CommInner;
+use super::reduce::reduce;
+use super::rendezvous::{CResult, Rendezvous};
+use super::types::{CollKind, OpDesc};
+
+/// Bytes of one eager half: collectives whose send buffer is at most this large take the
+/// eager path (unless the group's limit is lower).
+pub const EAGER_BYTES: usize = 64 << 10;
+
+/// Environment variable: the eager limit in bytes of the groups this process creates
+/// (0: every collective takes the general path; at most [`EAGER_BYTES`]). The creating
+/// rank's value holds for the whole group (it is on the board), so ranks never disagree.
+pub const EAGER_ENV: &str = "NPURT_COLLECTIVE_EAGER_BYTES";
+
+/// The limit a new group gets: [`EAGER_ENV`], else [`EAGER_BYTES`].
+pub(crate) fn limit_from_env() -> u32 {
+    std::env::var(EAGER_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(EAGER_BYTES)
+        .min(EAGER_BYTES) as u32
+}
+
+/// Bytes of the eager areas of `world` ranks (two halves each).
+pub(crate) fn area_bytes(world: u32) -> usize {
+    world as usize * 2 * EAGER_BYTES
+}
+
+/// Whether `desc` takes the eager path (every rank decides the same from the descriptor
+/// and the group's `limit`). Barriers always do.
+pub(crate) fn fits(desc: &OpDesc, world: u32, limit: u32) -> bool {
+    match desc.kind {
+        CollKind::Send | CollKind::Recv => false,
+        CollKind::Barrier => true,
+        _ => desc
+            .buffer_bytes(world)
+            .is_ok_and(|(send, _)| send <= limit as usize && send <= EAGER_BYTES),
+    }
+}
+
+/// One rank's side of an eager collective (`fits` was true).
+pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usize) -> CResult<()> {
+    let d = rv.desc;
+    let (n, me) = (rv.board.world(), rv.me);
+    let e = d.dtype.size();
+    let count = d.count as usize;
+    let half = (rv.seq & 1) as usize;
+    let area = |r: u32| c.eager + (r as usize * 2 + half) * EAGER_BYTES;
+    let all = |off: usize| -> Vec<*const u8> { (0..n).map(|r| (area(r) + off) as *const u8).collect() };
+    let (send_bytes, _) = d.buffer_bytes(n)?;
+    let stages = match d.kind {
+        CollKind::Broadcast => me == d.root,
+        CollKind::Barrier => false,
+        _ => true,
+    };
+    if stages {
+        // SAFETY: `send` is this rank's checked buffer of `send_bytes` (`check_regions`),
+        // at most EAGER_BYTES (`fits`), and the half is this rank's, which no rank reads
+        // now (module docs: the last reader of this half left it before arriving at the
+        // previous collective, which this rank passed).
+        unsafe { copy(area(me), send, send_bytes) };
+    }
+    rv.arrive(0, 0)?;
+    // SAFETY (every block below): after the arrival every rank's half holds its send data
+    // (published with the phase, Release/Acquire) and nobody writes it until this rank
+    // arrives at the next collective; `recv` is this rank's checked receive buffer, no
+    // other rank touches it; reads stay inside the halves (`fits`) and the offsets follow
+    // the descriptor every rank matched at arrival.
+    match d.kind {
+        CollKind::AllReduce => unsafe { reduce(recv as *mut u8, &all(0), count, d.dtype, d.op) },
+        CollKind::Reduce if me == d.root => unsafe { reduce(recv as *mut u8, &all(0), count, d.dtype, d.op) },
+        CollKind::Broadcast if me != d.root => unsafe { copy(recv, area(d.root), count * e) },
+        CollKind::AllGather => {
+            for j in 0..n {
+                unsafe { copy(recv + j as usize * count * e, area(j), count * e) };
+            }
+        }
+        CollKind::ReduceScatter => unsafe {
+            reduce(recv as *mut u8, &all(me as usize * count * e), count, d.dtype, d.op)
+        },
+        CollKind::AllToAll => {
+            for j in 0..n {
+                unsafe {
+                    copy(
+                        recv + j as usize * count * e,
+                        area(j) + me as usize * count * e,
+                        count * e,
+                    )
+                };
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
