@@ -66,6 +66,14 @@ impl Region {
     }
 }
 
+/// Where a communicator's staging memory lies: the slots (`shm`; 0 for `local`) and the
+/// eager areas.
+pub(crate) struct Areas {
+    pub(crate) slots: usize,
+    pub(crate) slot_bytes: usize,
+    pub(crate) eager: usize,
+}
+
 /// A claimed collective: its place in this rank's execution order and its sequence number.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
@@ -114,8 +122,7 @@ impl Communicator {
         transport: Transport,
         board: Board,
         backing: Backing,
-        slots: (usize, usize),
-        eager: usize,
+        areas: Areas,
         timeout: Duration,
     ) -> Self {
         let slot = board.rank(rank);
@@ -130,9 +137,9 @@ impl Communicator {
             world,
             transport,
             board,
-            slots: slots.0,
-            slot_bytes: slots.1,
-            eager,
+            slots: areas.slots,
+            slot_bytes: areas.slot_bytes,
+            eager: areas.eager,
             eager_limit,
             _backing: backing,
             timeout_ns: AtomicU64::new(timeout.as_nanos().min(u64::MAX as u128) as u64),

@@ -5,7 +5,7 @@
 //! rank's communicator).
 
 use super::board::{Board, MAX_RANKS, ST_EMPTY};
-use super::comm::{Backing, Communicator, Transport};
+use super::comm::{Areas, Backing, Communicator, Transport};
 use super::eager;
 use super::error::CollectiveError;
 use parking_lot::Mutex;
@@ -60,8 +60,11 @@ fn comm_on(block: &Arc<Box<[AtomicU64]>>, rank: u32, world: u32, timeout: Durati
         Transport::Local,
         board,
         Backing::Heap(block.clone()),
-        (0, 0),
-        eager,
+        Areas {
+            slots: 0,
+            slot_bytes: 0,
+            eager,
+        },
         timeout,
     )
 }

@@ -5,7 +5,7 @@
 //! Importers keep the pages mapped, so the board outlives a rank that dies.
 
 use super::board::{Board, MAGIC, MAX_RANKS};
-use super::comm::{Backing, Communicator, Transport};
+use super::comm::{Areas, Backing, Communicator, Transport};
 use super::eager;
 use super::error::CollectiveError;
 use crate::ipc::{self, Access};
@@ -44,8 +44,11 @@ fn attach(buf: DeviceBuffer, rank: u32, world: u32, slot: usize, timeout: Durati
         Transport::Shm,
         board,
         Backing::Shm(buf),
-        (slots, slot),
-        eager,
+        Areas {
+            slots,
+            slot_bytes: slot,
+            eager,
+        },
         timeout,
     )
 }
