@@ -1,6 +1,7 @@
 """The sanitizer's cost: ``python benches/sanitizer_overhead.py [--tasks N] [--rounds R]``.
 
-Per case — sanitizer off, each tool alone, all three — in one process, rounds alternating
+Per case — sanitizer off, each tool alone, all three, the opt-in initcheck and memcheck
+with padding — in one process, rounds alternating
 so a loaded machine's drift hits every case alike: launch rate of empty kernels and of tiny
 adds (``npurt.add(t, 1.0, out=t)`` on 16 floats: racecheck checks its byte spans), an
 alloc+free pair (``npurt.malloc(4096)`` + ``free()``: the memory hook; and
@@ -88,7 +89,7 @@ def main():
     s = npurt.Stream()
     x = npurt.to_device(np.zeros(16, np.float32), stream=s)
     pipe = Pipeline()
-    cases = ["off", "memcheck", "racecheck", "synccheck", "all"]
+    cases = ["off", "memcheck", "racecheck", "synccheck", "all", "initcheck", "memcheck,padding"]
     work = {
         "empty launch (ns)": lambda: empties(s, a.tasks),
         "add launch (ns)": lambda: adds(s, x, a.tasks),
@@ -104,7 +105,7 @@ def main():
                 res[(w, c)].append(f())
             npurt.sanitizer.disable()
     errors = npurt.sanitizer.report(take=True).errors
-    print(f"{'workload':<22}" + "".join(f"{c:>18}" for c in cases))
+    print(f"{'workload':<22}" + "".join(f"{c.replace('memcheck,', '+'):>18}" for c in cases))
     for w in work:
         base = statistics.median(res[(w, "off")])
         cells = []

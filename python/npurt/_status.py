@@ -64,6 +64,10 @@ class _Writer:
     def snapshot(self) -> dict[str, Any] | None:
         from . import _npurt
 
+        if not _npurt._runtime_initialized():
+            # Nothing used a device yet: reading the configuration now would fix it before
+            # the program set NPURT_DEVICE_COUNT & co (a pytest plugin imports npurt first).
+            return None
         try:
             n = _npurt.get_config()["device_count"]
         except Exception:  # noqa: BLE001 - a broken config: nothing to report

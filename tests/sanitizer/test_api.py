@@ -74,3 +74,18 @@ def test_the_pytest_plugin_fails_a_test_with_a_report(tmp_path):
     )
     assert "1 failed, 1 passed" in r.stdout, r.stdout + r.stderr
     assert "test_double_free" in r.stdout and "double free" in r.stdout, r.stdout
+
+
+def test_the_status_thread_leaves_the_configuration_to_the_program():
+    # `-p npurt.sanitizer.pytest` imports npurt before conftest.py sets NPURT_DEVICE_COUNT:
+    # npurt's status thread (one write per interval) must not read the configuration
+    # first (it fixed it at the default, one device, half a second after the import).
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NPURT_")}
+    env["NPURT_STATUS_INTERVAL"] = "0.05"
+    code = "import os, time, npurt\ntime.sleep(0.5)\nos.environ['NPURT_DEVICE_COUNT'] = '3'\nprint(npurt.device_count())\n"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stdout + r.stderr

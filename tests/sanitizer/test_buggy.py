@@ -67,8 +67,12 @@ def test_leak_report_has_the_allocation_stack():
 
 
 def test_a_raw_access_to_a_freed_block_traps_into_a_report():
-    r, _ = run_sanitized([BUGGY / "raw_access_after_free.py"])
+    r, rep = run_sanitized([BUGGY / "raw_access_after_free.py"])
     assert r.returncode == EXIT, f"{r.returncode}\n{r.stdout}\n{r.stderr}"
+    # the trap wrote the JSON report too (the exit hooks never run after it)
+    assert rep is not None and rep["errors"] == 1, rep
+    assert [f["kind"] for f in rep["findings"]] == ["use-after-free"], rep
+    assert "use after free: 65536 B of pinned host memory" in rep["findings"][0]["message"], rep
     err = r.stderr
     assert "========= Error: Invalid access at 0x" in err and "freed (quarantined) block" in err, err
     assert "use after free: 65536 B of pinned host memory" in err, err
@@ -102,3 +106,25 @@ def test_initialised_memory_gives_no_initcheck_report(tmp_path):
     r, rep = run_sanitized([prog], tools="all,initcheck")
     assert r.returncode == 0 and rep is not None and rep["errors"] == 0, r.stderr
     assert "512.0" in r.stdout, r.stdout
+
+
+def test_a_raw_access_to_a_redzone_page_traps_and_the_json_keeps_earlier_errors(tmp_path):
+    prog = tmp_path / "far.py"
+    prog.write_text(
+        "import ctypes\n"
+        "import npurt.acl as acl\n"
+        "acl.rt.set_device(0)\n"
+        "p, _ = acl.rt.malloc(1000, 0)\n"
+        "q, _ = acl.rt.malloc(64, 0)\n"
+        "acl.rt.free(q)\n"
+        "acl.rt.free(q)  # an earlier error: a double free\n"
+        "print('far byte:', ctypes.c_ubyte.from_address(p + 1056 + 5000).value)  # in the redzone's pages\n"
+    )
+    r, rep = run_sanitized([prog], tools="all,padding")
+    assert r.returncode == EXIT, f"{r.returncode}\n{r.stdout}\n{r.stderr}"
+    assert "far byte" not in r.stdout, "the read must not have happened"
+    err = r.stderr
+    assert "========= Error: Invalid access at 0x" in err, err
+    assert "the page is in the redzone past the end of the 1056-byte allocation" in err, err
+    assert rep is not None and rep["errors"] == 2, rep
+    assert [f["kind"] for f in rep["findings"]] == ["double-free", "out-of-bounds"], rep

@@ -75,6 +75,13 @@ fn get_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// True once the runtime read its configuration (a device was used): asking for the
+/// configuration before that would fix it (the status thread must not).
+#[pyfunction]
+fn _runtime_initialized() -> bool {
+    registry::is_initialized()
+}
+
 /// (streams, events, contexts) alive in this process — for leak checks in tests.
 #[pyfunction]
 fn live_counts() -> (usize, usize, usize) {
@@ -138,6 +145,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_busy_percent, m)?)?;
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(get_config, m)?)?;
+    m.add_function(wrap_pyfunction!(_runtime_initialized, m)?)?;
     m.add_function(wrap_pyfunction!(live_counts, m)?)?;
     m.add_function(wrap_pyfunction!(_timer_pending, m)?)
 }

@@ -69,22 +69,19 @@ pub(super) fn sweep(st: &mut State) {
         }
         if let Some((start, len)) = protect(f.base, f.span) {
             st.slots[slot] = true;
-            let text = "the page belongs to a freed (quarantined) block\n".to_string()
-                + &Finding::new(
-                    "memcheck",
-                    "use-after-free",
-                    format!(
-                        "use after free: {} B of {} at {:#x} were freed",
-                        f.size,
-                        what(f.device),
-                        f.base
-                    ),
-                )
-                .site("freed at", f.free_site)
-                .site("allocated at", f.alloc_site)
-                .text();
-            trap::slot(slot).publish(start as u64, len as u64, text.as_bytes());
-            trap::arm();
+            let f2 = Finding::new(
+                "memcheck",
+                "use-after-free",
+                format!(
+                    "use after free: {} B of {} at {:#x} were freed",
+                    f.size,
+                    what(f.device),
+                    f.base
+                ),
+            )
+            .site("freed at", f.free_site)
+            .site("allocated at", f.alloc_site);
+            arm_slot(slot, start, len, "the page belongs to a freed (quarantined) block", &f2);
             f.protected = Some((start, len, slot));
         }
     }
@@ -133,9 +130,30 @@ pub(super) fn release(st: &mut State, mut f: Freed) {
 fn unprotect(st: &mut State, f: &mut Freed) {
     if let Some((start, len, slot)) = f.protected.take() {
         unprotect_pages(start, len);
-        trap::slot(slot).publish(0, 0, b"");
-        st.slots[slot] = false;
+        clear_slot(st, slot);
     }
+}
+
+/// Trap slot `slot` reports `f` for a fault in `[start, start + len)` (`why`: what the
+/// page is), in the text and the JSON report; the handler is installed.
+pub(super) fn arm_slot(slot: usize, start: usize, len: usize, why: &str, f: &Finding) {
+    let text = format!("{why}\n{}", f.text());
+    trap::slot(slot).publish(start as u64, len as u64, text.as_bytes());
+    let cap = trap::json_slot(slot);
+    let json = f.json_within(cap_of(cap));
+    cap.publish(start as u64, len as u64, json.as_bytes());
+    trap::arm();
+}
+
+fn cap_of<const W: usize>(_: &trap::Slot<W>) -> usize {
+    trap::Slot::<W>::CAPACITY
+}
+
+/// Empties trap slot `slot` (its pages are accessible again).
+pub(super) fn clear_slot(st: &mut State, slot: usize) {
+    trap::slot(slot).publish(0, 0, b"");
+    trap::json_slot(slot).publish(0, 0, b"");
+    st.slots[slot] = false;
 }
 
 pub(super) fn page_size() -> usize {

@@ -9,9 +9,8 @@
 //! are reported when they are made ([`super::memcheck::check_freed`]).
 
 use super::memcheck::State;
-use super::quarantine::{page_size, protect_pages, unprotect_pages};
+use super::quarantine::{arm_slot, clear_slot, page_size, protect_pages, unprotect_pages};
 use super::report::Finding;
-use super::trap;
 
 /// Bytes of redzone behind each padded allocation: two pages, so at least one whole page
 /// of it can be protected whatever the allocation's size.
@@ -54,18 +53,14 @@ pub(super) fn arm(st: &mut State, base: usize, size: usize, start: usize, len: u
     };
     if ge > gs && protect_pages(gs, ge - gs) {
         st.slots[slot] = true;
-        let text = format!(
-            "the page is in the redzone past the end of the {size}-byte allocation at {base:#x}\n{}",
-            Finding::new(
-                "memcheck",
-                "out-of-bounds",
-                format!("out-of-bounds access past the end of the {size}-byte allocation at {base:#x}"),
-            )
-            .site("allocated at", site)
-            .text()
-        );
-        trap::slot(slot).publish(gs as u64, (ge - gs) as u64, text.as_bytes());
-        trap::arm();
+        let f = Finding::new(
+            "memcheck",
+            "out-of-bounds",
+            format!("out-of-bounds access past the end of the {size}-byte allocation at {base:#x}"),
+        )
+        .site("allocated at", site);
+        let why = format!("the page is in the redzone past the end of the {size}-byte allocation at {base:#x}");
+        arm_slot(slot, gs, ge - gs, &why, &f);
         zone.guard = Some((gs, ge - gs, slot));
     }
     zone
@@ -75,8 +70,7 @@ pub(super) fn arm(st: &mut State, base: usize, size: usize, start: usize, len: u
 pub(super) fn disarm(st: &mut State, zone: &mut Zone) {
     if let Some((start, len, slot)) = zone.guard.take() {
         unprotect_pages(start, len);
-        trap::slot(slot).publish(0, 0, b"");
-        st.slots[slot] = false;
+        clear_slot(st, slot);
     }
 }
 

@@ -106,6 +106,24 @@ impl Finding {
     }
 
     /// One JSON object.
+    /// [`json`](Self::json) in at most `cap` bytes: without the stacks if too long, then
+    /// without details and sites.
+    pub fn json_within(&self, cap: usize) -> String {
+        let full = self.json();
+        if full.len() <= cap {
+            return full;
+        }
+        let mut f = self.clone();
+        f.sites.retain(|_| false);
+        let j = f.json();
+        if j.len() <= cap {
+            return j;
+        }
+        f.details.clear();
+        f.message.truncate(cap / 2);
+        f.json()
+    }
+
     pub fn json(&self) -> String {
         let mut s = format!(
             "{{\"tool\":{},\"kind\":{},\"message\":{},\"count\":{},\"bytes\":{},\"details\":[",
@@ -194,6 +212,27 @@ pub fn push(f: Finding) {
         eprint!("{}", f.text());
     }
     v.push(f);
+    drop(v);
+    refresh_trap_json();
+}
+
+/// The fault trap's copy of the findings so far, when a trap may write the JSON report:
+/// the report's start, ready for the trap's own finding (`...,"findings":[a,b,`).
+pub(super) fn refresh_trap_json() {
+    let Some(slot) = super::trap::so_far() else { return };
+    let v = FINDINGS.lock();
+    let leaked: usize = v.iter().filter(|f| f.kind == "leak").map(|f| f.bytes).sum();
+    let mut s = format!("{{\"errors\":{},\"leaked_bytes\":{leaked},\"findings\":[", v.len() + 1);
+    let room = super::trap::SO_FAR_BYTES - 64;
+    for f in v.iter() {
+        let item = f.json_within(room / 4);
+        if s.len() + item.len() + 1 > room {
+            break; // (the count stays right; the oldest findings' blocks were printed)
+        }
+        s += &item;
+        s.push(',');
+    }
+    slot.publish(0, u64::MAX, s.as_bytes());
 }
 
 /// Findings so far (distinct errors).
@@ -209,7 +248,9 @@ pub fn snapshot() -> Vec<Finding> {
 /// Takes the findings so far (the next report starts empty).
 pub fn take() -> Vec<Finding> {
     FLOOR.store(0, Relaxed);
-    std::mem::take(&mut *FINDINGS.lock())
+    let out = std::mem::take(&mut *FINDINGS.lock());
+    refresh_trap_json();
+    out
 }
 
 /// The findings from the `since`-th on (a [`check`](crate::sanitizer) block's).
@@ -226,7 +267,10 @@ pub fn take_from(since: usize) -> Vec<Finding> {
     let mut v = FINDINGS.lock();
     let at = since.min(v.len());
     FLOOR.store(FLOOR.load(Relaxed).min(at), Relaxed);
-    v.split_off(at)
+    let out = v.split_off(at);
+    drop(v);
+    refresh_trap_json();
+    out
 }
 
 /// The summary lines: leaks (when memcheck ran) and the error count.
