@@ -71,6 +71,14 @@ def test_the_plugin_checks_expected_reports_and_watches_fixtures(tmp_path):
             def test_another_kind():
                 _double_free()
 
+            @pytest.mark.npurt_sanitizer(allow=["double-free"])
+            def test_allowed_seen():
+                _double_free()
+
+            @pytest.mark.npurt_sanitizer(allow=["double-free"])
+            def test_allowed_not_seen():
+                acl.rt.set_device(0)
+
             def test_fixture_frees_in_teardown(block):
                 assert block
 
@@ -86,7 +94,7 @@ def test_the_plugin_checks_expected_reports_and_watches_fixtures(tmp_path):
         cwd=tmp_path,
     )
     out = r.stdout
-    assert r.returncode == 1 and "2 failed, 3 passed, 1 error" in out, out + r.stderr
+    assert r.returncode == 1 and "2 failed, 5 passed, 1 error" in out, out + r.stderr
     assert "FAILED test_marked.py::test_another_kind" in out and "double-free not expected" in out, out
     assert "FAILED test_marked.py::test_expected_but_not_seen" in out, out
     assert "expected report(s) not produced: double-free" in out, out

@@ -29,6 +29,7 @@ const JSON_WORDS: usize = 512;
 const SO_FAR_WORDS: usize = 8192;
 /// Bytes of the findings so far the trap can write.
 pub(super) const SO_FAR_BYTES: usize = SO_FAR_WORDS * 8;
+#[cfg(not(loom))]
 const PATH_WORDS: usize = 64;
 
 pub(super) struct Slot<const W: usize = WORDS> {
