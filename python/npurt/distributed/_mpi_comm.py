@@ -380,6 +380,12 @@ def healthy() -> bool:
     return all(c.failed is None for c in list(_ALL))
 
 
+def known_peers() -> set:
+    """``(host, pid)`` of every other process in this process's groups."""
+    me = os.getpid()
+    return {(h, p) for c in list(_ALL) for h, p in zip(c.hosts, c.pids, strict=True) if p != me}
+
+
 def close_all(why: str) -> None:
     for c in list(_ALL):
         c.close(why)

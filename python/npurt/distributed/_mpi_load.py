@@ -47,9 +47,38 @@ def _at_exit() -> None:
     """Groups still open tell their peers this rank exited (so nobody waits for it), then
     MPI is finalized — unless a collective failed: ``MPI_Finalize`` synchronises with every
     rank and would hang on (or crash with) the failed ones, so the process exits without it
-    (``mpirun`` then reports that, after the collective errors were raised)."""
+    (``mpirun`` then reports that, after the collective errors were raised).
+
+    A healthy rank can still meet failed ones there: a rank that exits without
+    ``destroy_process_group`` makes its peers' next collective fail, so they skip
+    ``MPI_Finalize`` while it waits in it. When every other rank of the job is a known
+    process on this host, a watchdog ends that wait once they have all exited."""
     from ._mpi_comm import close_all, healthy
 
     close_all("exited")
     if _MPI is not None and healthy() and not _MPI.Is_finalized():
+        _watch_peers_during_finalize(_MPI)
         _MPI.Finalize()
+
+
+def _watch_peers_during_finalize(MPI: Any) -> None:
+    """Starts a watcher process (``MPI_Finalize`` may hold the GIL, so no thread of ours
+    could run) that SIGKILLs this process once every peer pid is gone while it still runs."""
+    import socket
+    import subprocess
+    import sys
+
+    from ._mpi_comm import known_peers
+
+    peers = known_peers()
+    me = MPI.Get_processor_name()
+    if len(peers) != MPI.COMM_WORLD.Get_size() - 1 or any(host not in (me, socket.gethostname()) for host, _ in peers):
+        return  # a rank we do not know, or on another host: MPI's own failure detection decides
+    pids = " ".join(str(p) for _, p in sorted(peers, key=lambda x: x[1]))
+    alive = " || ".join(f"kill -0 {p} 2>/dev/null" for _, p in sorted(peers, key=lambda x: x[1]))
+    script = (f"while kill -0 {os.getpid()} 2>/dev/null && ({alive}); do sleep 0.05; done; "
+              f"kill -0 {os.getpid()} 2>/dev/null && {{ echo 'npurt: MPI_Finalize cut short: every other rank "
+              f"(pids {pids}) exited without it' >&2; kill -KILL {os.getpid()}; }}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, start_new_session=True)
