@@ -46,8 +46,12 @@ def _group(group: Any) -> int:
 
 def conv(x: DeviceArray, w: DeviceArray, bias: Optional[DeviceArray] = None, strides: Optional[Sequence[int]] = None,
          pads: Optional[Sequence[int]] = None, dilations: Optional[Sequence[int]] = None, group: int = 1,
-         out: Optional[DeviceArray] = None, stream: Any = None) -> DeviceArray:
-    """ONNX ``Conv``: ``x`` ``[N, C, D...]``, ``w`` ``[M, C/group, K...]``, ``bias`` ``[M]``."""
+         out: Optional[DeviceArray] = None, stream: Any = None, activation: Optional[str] = None,
+         activation_params: Sequence[float] = ()) -> DeviceArray:
+    """ONNX ``Conv``: ``x`` ``[N, C, D...]``, ``w`` ``[M, C/group, K...]``, ``bias`` ``[M]``.
+    ``activation`` fuses an activation into the kernel (applied to every output after the
+    bias, bitwise the separate kernel): ``"relu"``, ``"leaky_relu"`` (``[alpha]``),
+    ``"clip"`` (``[lo, hi]``), ``"hard_sigmoid"`` (``[alpha, beta]``), ``"hard_swish"``."""
     x, w = _arr(x, "x"), _arr(w, "w")
     k = _spatial(x)
     st, pd, dl = _window(k, strides, pads, dilations)
@@ -57,7 +61,10 @@ def conv(x: DeviceArray, w: DeviceArray, bias: Optional[DeviceArray] = None, str
     sp = _npurt._window_out_shape("conv", list(x.shape[2:]), list(w.shape[2:]), st, pd, dl)
     w = w if w.is_contiguous else w.copy(stream=stream)
     o = _out(out, [x.shape[0], w.shape[0], *sp], x.dtype_name, x.device)
-    _npurt._conv(x._a, w._a, None if bias is None else _arr(bias, "bias")._a, o._a, st, pd, dl, g, stream)
+    if activation is not None and not isinstance(activation, str):
+        raise _type_error(f"activation must be a str or None, not {type(activation).__name__}")
+    params = [_real(p, "activation_params") for p in activation_params]
+    _npurt._conv(x._a, w._a, None if bias is None else _arr(bias, "bias")._a, o._a, st, pd, dl, g, stream, activation, params)
     return o
 
 

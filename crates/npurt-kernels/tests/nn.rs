@@ -1,127 +1,15 @@
 //! The nn kernels against naive f64 references, each run with several block counts in
 //! both orders (bitwise identical results: the tile grid depends on the shapes only):
-//! conv (2-D with groups, strides, dilations, asymmetric pads; pointwise; 1-D), the
-//! transposed convolution, pools (ceil_mode, count_include_pad), and argument errors.
+//! pools (ceil_mode, count_include_pad; the 2-D fast path against the n-d loop) and
+//! argument errors. Convolutions: `conv.rs`.
 
 mod common;
 
 use common::*;
-use npurt_kernels::nn::{self, PoolKind, Window};
+use npurt_kernels::nn::{self, Epilogue, PoolKind};
+
+const E0: Epilogue = Epilogue::None;
 use npurt_kernels::{DType, HostTensor, KernelArgError as E};
-
-/// Naive 2-D convolution (`pads` = [top, left, bottom, right]).
-#[allow(clippy::too_many_arguments)]
-fn conv2d_ref(
-    x: &[f64],
-    xs: [usize; 4],
-    w: &[f64],
-    ws: [usize; 4],
-    st: [usize; 2],
-    pd: [usize; 4],
-    dl: [usize; 2],
-    g: usize,
-) -> (Vec<f64>, [usize; 4]) {
-    let [n, c, h, wd] = xs;
-    let [m, cg, kh, kw] = ws;
-    let oh = (h + pd[0] + pd[2] - ((kh - 1) * dl[0] + 1)) / st[0] + 1;
-    let ow = (wd + pd[1] + pd[3] - ((kw - 1) * dl[1] + 1)) / st[1] + 1;
-    let mg = m / g;
-    let mut y = vec![0.0; n * m * oh * ow];
-    for b in 0..n {
-        for mm in 0..m {
-            let gi = mm / mg;
-            for i in 0..oh {
-                for j in 0..ow {
-                    let mut acc = 0.0;
-                    for cc in 0..cg {
-                        for a in 0..kh {
-                            for e in 0..kw {
-                                let yy = (i * st[0] + a * dl[0]) as isize - pd[0] as isize;
-                                let xx = (j * st[1] + e * dl[1]) as isize - pd[1] as isize;
-                                if yy < 0 || xx < 0 || yy >= h as isize || xx >= wd as isize {
-                                    continue;
-                                }
-                                let ci = gi * cg + cc;
-                                acc += x[((b * c + ci) * h + yy as usize) * wd + xx as usize]
-                                    * w[((mm * cg + cc) * kh + a) * kw + e];
-                            }
-                        }
-                    }
-                    y[((b * m + mm) * oh + i) * ow + j] = acc;
-                }
-            }
-        }
-    }
-    (y, [n, m, oh, ow])
-}
-
-#[test]
-fn conv2d_matches_the_naive_reference_for_any_block_count() {
-    let mut rng = Rng::new(1);
-    // (x shape, w shape, strides, pads, dilations, group)
-    type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 4], [usize; 2], usize);
-    let cases: &[Case] = &[
-        ([2, 3, 7, 6], [4, 3, 3, 3], [1, 1], [0, 0, 0, 0], [1, 1], 1),
-        ([1, 4, 9, 8], [6, 2, 3, 2], [2, 1], [1, 0, 2, 1], [1, 2], 2),
-        ([1, 6, 8, 8], [6, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 6),
-        // depthwise (computed directly): strides, dilations, asymmetric pads, batches
-        ([2, 4, 9, 7], [4, 1, 3, 2], [2, 2], [0, 1, 2, 0], [2, 1], 4),
-        ([1, 5, 10, 10], [5, 1, 5, 5], [2, 2], [2, 2, 2, 2], [1, 1], 5),
-        ([2, 5, 6, 6], [7, 5, 1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1),
-        ([1, 32, 24, 24], [40, 32, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
-    ];
-    for &(xs, ws, st, pd, dl, g) in cases {
-        let (x, xd) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
-        let (w, wd) = random(&mut rng, DType::F32, &ws, -1.0, 1.0);
-        let (b, bd) = random(&mut rng, DType::F32, &[ws[0]], -1.0, 1.0);
-        let (mut want, os) = conv2d_ref(&xd, xs, &wd, ws, st, pd, dl, g);
-        let hw = os[2] * os[3];
-        for (i, v) in want.iter_mut().enumerate() {
-            *v += bd[(i / hw) % os[1]];
-        }
-        let out = HostTensor::zeros(DType::F32, &os);
-        let pads = [pd[0], pd[1], pd[2], pd[3]];
-        let got = run_all(&out, f64::NAN, || {
-            nn::conv(
-                &v(&x),
-                &v(&w),
-                Some(&v(&b)),
-                &v(&out),
-                Some(&st),
-                Some(&pads),
-                Some(&dl),
-                g,
-                2,
-            )
-        });
-        assert_close(&got, &want, 1e-5, 1e-5, &format!("conv {xs:?} {ws:?}"));
-    }
-}
-
-#[test]
-fn conv_transpose_is_the_adjoint_of_conv() {
-    // <conv(x, w), y> == <x, conv_transpose(y, w)> for the same window.
-    let mut rng = Rng::new(2);
-    let (xs, ws) = ([1usize, 4, 9, 7], [6usize, 2, 3, 2]);
-    let (st, pd, dl, g) = ([2usize, 1], [1usize, 0, 0, 1], [1usize, 2], 2usize);
-    let (_x, xd) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
-    let (w, wd) = random(&mut rng, DType::F32, &ws, -1.0, 1.0);
-    let (cv, os) = conv2d_ref(&xd, xs, &wd, ws, st, pd, dl, g);
-    let (y, yd) = random(&mut rng, DType::F32, &os, -1.0, 1.0);
-    let lhs: f64 = cv.iter().zip(&yd).map(|(a, b)| a * b).sum();
-    // conv_transpose's weight is [C_in(=conv's M), M/group(=conv's C/group), K...]: conv's w as is.
-    let win = Window::new("t", 2, &ws[2..], Some(&st), Some(&pd), Some(&dl)).unwrap();
-    let oshape = nn::conv_transpose_out_shape(&os, &ws, &win, g, &[0, 0]).unwrap();
-    // The transposed output may be shorter than x where conv's last windows left input unread.
-    assert!(oshape[2] <= xs[2] && oshape[3] <= xs[3] && oshape[1] == xs[1]);
-    let op = [xs[2] - oshape[2], xs[3] - oshape[3]];
-    let out = HostTensor::zeros(DType::F32, &xs);
-    let got = run_all(&out, f64::NAN, || {
-        nn::conv_transpose(&v(&y), &v(&w), None, &v(&out), &win, g, &op, 2)
-    });
-    let rhs: f64 = got.iter().zip(&xd).map(|(a, b)| a * b).sum();
-    assert!((lhs - rhs).abs() < 1e-3 * lhs.abs().max(1.0), "{lhs} vs {rhs}");
-}
 
 #[test]
 fn pools_2d_fast_path_matches_the_general_path_bitwise() {
@@ -233,22 +121,22 @@ fn nn_argument_errors_are_typed() {
     let x = HostTensor::zeros(DType::F32, &[1, 4, 5, 5]);
     let w = HostTensor::zeros(DType::F32, &[2, 4, 3, 3]);
     let o = HostTensor::zeros(DType::F32, &[1, 2, 3, 3]);
-    assert!(nn::conv(&v(&x), &v(&w), None, &v(&o), None, None, None, 1, 1).is_ok());
+    assert!(nn::conv(&v(&x), &v(&w), None, &v(&o), None, None, None, 1, E0, 1).is_ok());
     assert!(matches!(
-        nn::conv(&v(&x), &v(&w), None, &v(&o), None, None, None, 3, 1),
+        nn::conv(&v(&x), &v(&w), None, &v(&o), None, None, None, 3, E0, 1),
         Err(E::ShapeMismatch { .. })
     ));
     assert!(matches!(
-        nn::conv(&v(&x), &v(&w), None, &v(&o), Some(&[2, 2]), None, None, 1, 1),
+        nn::conv(&v(&x), &v(&w), None, &v(&o), Some(&[2, 2]), None, None, 1, E0, 1),
         Err(E::OutputShape { .. })
     ));
     assert!(matches!(
-        nn::conv(&v(&x), &v(&w), None, &v(&x), None, None, None, 1, 1),
+        nn::conv(&v(&x), &v(&w), None, &v(&x), None, None, None, 1, E0, 1),
         Err(E::OutputShape { .. })
     ));
     let xi = HostTensor::zeros(DType::I32, &[1, 4, 5, 5]);
     assert!(matches!(
-        nn::conv(&v(&xi), &v(&w), None, &v(&o), None, None, None, 1, 1),
+        nn::conv(&v(&xi), &v(&w), None, &v(&o), None, None, None, 1, E0, 1),
         Err(E::UnsupportedDType { .. })
     ));
     assert!(matches!(

@@ -6,15 +6,38 @@
   ``b' = (b - mean) · k + bias`` with ``k = scale / sqrt(var + eps)``, computed once in
   float64 and rounded to float32 (onnxruntime's and TensorRT's folding). Results differ
   from the unfolded pair by float rounding only.
+* **Activation into Conv.** A ``Relu``, ``LeakyRelu``, ``Clip`` (constant bounds),
+  ``HardSigmoid`` or ``HardSwish`` whose input is the only use of a float32 Conv's output
+  becomes the Conv's fused activation (``ACTIVATION`` in its attributes: a name and
+  parameters for ``npurt.nn.conv(activation=...)``, whose kernel applies it to every
+  output after the bias, bitwise the separate activation kernel). Attributes an ONNX node
+  omits are left to the kernel's own defaults (ONNX's). Fused Convs are never evaluated on
+  the host (``is_fused``).
+
+``NPURT_MODEL_FUSE=0`` (read when a model is loaded) turns every rewrite off.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Set, Tuple
+import os
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
 Node = Tuple[int, Any, Dict[str, Any]]
+
+# The attribute key of a Conv's fused activation: (name, [parameters]).
+ACTIVATION = "npurt.activation"
+
+
+def enabled() -> bool:
+    """Whether load-time rewrites run (``NPURT_MODEL_FUSE``, default on)."""
+    return os.environ.get("NPURT_MODEL_FUSE", "1") != "0"
+
+
+def is_fused(attrs: Dict[str, Any]) -> bool:
+    """True for a node this module rewrote into something its ONNX op type does not say."""
+    return ACTIVATION in attrs
 
 
 def _uses(nodes: List[Node], outputs: Set[str]) -> Dict[str, int]:
@@ -72,3 +95,64 @@ def fold_batch_norms(nodes: List[Node], consts: Dict[str, np.ndarray], outputs: 
                 producer[o] = len(out)
         out.append((k, n, a))
     return out, merged
+
+
+def _scalar(consts: Dict[str, np.ndarray], name: str) -> Optional[float]:
+    a = consts.get(name)
+    return float(a.reshape(())) if a is not None and a.size == 1 and a.dtype == np.float32 else None
+
+
+def _activation(n: Any, a: Dict[str, Any], consts: Dict[str, np.ndarray], opset: int) -> Optional[Tuple[str, List[float]]]:
+    """The fused-activation form of node ``n`` (None: not fusable)."""
+    if n.domain not in ("", "ai.onnx") or len([o for o in n.output if o]) != 1:
+        return None
+    op = n.op_type
+    if op == "Relu":
+        return ("relu", [])
+    if op == "HardSwish":
+        return ("hard_swish", [])
+    if op == "LeakyRelu":
+        return ("leaky_relu", [float(a["alpha"])] if "alpha" in a else [])
+    if op == "HardSigmoid":
+        if "alpha" in a or "beta" in a:
+            return ("hard_sigmoid", [float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))])
+        return ("hard_sigmoid", [])
+    if op == "Clip":
+        if opset < 11:
+            lo, hi = a.get("min"), a.get("max")
+        else:
+            names = (list(n.input[1:]) + ["", ""])[:2]
+            if any(m and _scalar(consts, m) is None for m in names):
+                return None  # a bound computed at run time
+            lo, hi = (_scalar(consts, m) if m else None for m in names)
+        return ("clip", [-np.inf if lo is None else float(lo), np.inf if hi is None else float(hi)])
+    return None
+
+
+def fuse_activations(nodes: List[Node], consts: Dict[str, np.ndarray], outputs: Set[str], opset: int) -> Tuple[List[Node], int]:
+    """``nodes`` with every activation that alone reads a float32 Conv's output fused into
+    the Conv (see the module docstring); and how many were fused."""
+    uses = _uses(nodes, outputs)
+    producer: Dict[str, int] = {}
+    out: List[Node] = []
+    fused = 0
+    for k, n, a in nodes:
+        src = producer.get(n.input[0]) if n.input else None
+        if src is not None and uses.get(n.input[0], 0) == 1 and n.input[0] not in outputs:
+            ck, conv, ca = out[src]
+            w = consts.get(conv.input[1]) if len(conv.input) > 1 else None
+            act = _activation(n, a, consts, opset)
+            if conv.op_type == "Conv" and not is_fused(ca) and w is not None and w.dtype == np.float32 and act is not None:
+                new = type(conv)()
+                new.CopyFrom(conv)
+                del new.output[:]
+                new.output.extend(n.output)
+                out[src] = (ck, new, {**ca, ACTIVATION: act})
+                producer[n.output[0]] = src
+                fused += 1
+                continue
+        for o in n.output:
+            if o:
+                producer[o] = len(out)
+        out.append((k, n, a))
+    return out, fused

@@ -82,7 +82,8 @@ class Graph:
     """``inputs`` / ``outputs`` (TensorInfo), ``consts`` (name -> host array: initializers
     and folded values), ``nodes`` (``(NodeProto, attrs)`` in topological order), ``opset``
     and ``opsets`` (the model's imports), ``folded`` (how many nodes were folded at load),
-    ``fused`` (how many Conv + BatchNormalization pairs became one Conv: ``fuse.py``)."""
+    ``fused`` (how many Conv + BatchNormalization pairs became one Conv) and
+    ``fused_activations`` (how many activations became a Conv's epilogue; ``fuse.py``)."""
 
     def __init__(self, proto: Any) -> None:
         self.opsets = list(proto.opset_import)
@@ -107,7 +108,12 @@ class Graph:
                 self.folded += 1
             else:
                 nodes.append((k, n, onnx_io.attributes(n)))
-        self.nodes, self.fused = fuse.fold_batch_norms(nodes, self.consts, {o.name for o in self.outputs})
+        outs = {o.name for o in self.outputs}
+        self.fused = self.fused_activations = 0
+        if fuse.enabled():
+            nodes, self.fused = fuse.fold_batch_norms(nodes, self.consts, outs)
+            nodes, self.fused_activations = fuse.fuse_activations(nodes, self.consts, outs, self.opset)
+        self.nodes = nodes
 
     @staticmethod
     def _foldable(n: Any, known: Any) -> bool:

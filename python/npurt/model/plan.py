@@ -27,7 +27,7 @@ import numpy as np
 from .. import _npurt
 from ..array import DeviceArray, empty
 from ..exceptions import InvalidTypeError, InvalidValueError
-from . import dtypes, memplan, ops
+from . import dtypes, fuse, memplan, ops
 from .graph import NEVER_FOLD, Graph, host_eval
 from .ir import Ctx, Slot, Step, Val
 from .ops import copy_into, need_dtype
@@ -179,7 +179,7 @@ def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[s
     for key, node, attrs in graph.nodes:
         ins = [get(n) if n else None for n in node.input]
         ctx.node = f"{node.name} ({node.op_type})" if node.name else node.op_type
-        if node.op_type not in NEVER_FOLD and all(v is None or v.known for v in ins):
+        if node.op_type not in NEVER_FOLD and not fuse.is_fused(attrs) and all(v is None or v.known for v in ins):
             arrays = [None if v is None else v.const for v in ins]
             outs = [Val(tuple(a.shape), dtypes.from_numpy(a.dtype) or a.dtype.name, const=a) for a in host_eval(node, arrays, graph.opsets, graph.fold_cache, key)]
         else:

@@ -120,10 +120,7 @@ pub fn activation(op: Activation, x: &TensorView, out: &TensorView, cores: u32) 
     ))
 }
 
-#[inline(always)]
-fn unit(v: f32) -> f32 {
-    v.clamp(0.0, 1.0)
-}
+use formulas as f;
 
 impl ActKernel {
     fn run_best<T: Elem>(&self, s: usize, e: usize) {
@@ -182,9 +179,9 @@ impl ActKernel {
                     v
                 }
             }),
-            LeakyRelu { alpha } => self.map::<T>(s, e, move |v| if v < 0.0 { alpha * v } else { v }),
-            HardSigmoid { alpha, beta } => self.map::<T>(s, e, move |v| unit(alpha * v + beta)),
-            HardSwish => self.map::<T>(s, e, |v| v * unit(v / 6.0 + 0.5)),
+            LeakyRelu { alpha } => self.map::<T>(s, e, move |v| f::leaky_relu(alpha, v)),
+            HardSigmoid { alpha, beta } => self.map::<T>(s, e, move |v| f::hard_sigmoid(alpha, beta, v)),
+            HardSwish => self.map::<T>(s, e, f::hard_swish),
             Elu { alpha } => self.map::<T>(s, e, move |v| if v < 0.0 { alpha * (math::exp(v) - 1.0) } else { v }),
             Selu { alpha, gamma } => self.map::<T>(s, e, move |v| {
                 gamma * if v <= 0.0 { alpha * (math::exp(v) - 1.0) } else { v }
@@ -194,14 +191,7 @@ impl ActKernel {
             Clip { lo, hi } => {
                 let lo = lo.map_or(f32::NEG_INFINITY, |b| b.to_elem::<f32>());
                 let hi = hi.map_or(f32::INFINITY, |b| b.to_elem::<f32>());
-                self.map::<T>(s, e, move |v| {
-                    let r = if v < lo { lo } else { v };
-                    if r > hi {
-                        hi
-                    } else {
-                        r
-                    }
-                })
+                self.map::<T>(s, e, move |v| f::clip(lo, hi, v))
             }
         }
     }
@@ -217,5 +207,80 @@ impl Kernel for ActKernel {
             dispatch_dtype!(self.out.dtype(), T => self.run_best::<T>(s, e));
         }
         Ok(())
+    }
+}
+
+/// The float formulas of the activations, one copy each: the elementwise kernels
+/// (`unary`, `activation`) map them over arrays and the convolution epilogue
+/// (`nn::Epilogue`) applies them to its outputs, so a fused result is bitwise the unfused
+/// one. Plain f32 arithmetic (no fused multiply-add), the same bits on every ISA path.
+pub(crate) mod formulas {
+    /// `max(0, v)`; NaN passes through.
+    #[inline(always)]
+    pub(crate) fn relu(v: f32) -> f32 {
+        if v < 0.0 {
+            0.0
+        } else {
+            v
+        }
+    }
+
+    /// `v < 0 ? alpha·v : v`.
+    #[inline(always)]
+    pub(crate) fn leaky_relu(alpha: f32, v: f32) -> f32 {
+        if v < 0.0 {
+            alpha * v
+        } else {
+            v
+        }
+    }
+
+    #[inline(always)]
+    fn unit(v: f32) -> f32 {
+        v.clamp(0.0, 1.0)
+    }
+
+    /// `max(0, min(1, alpha·v + beta))`.
+    #[inline(always)]
+    pub(crate) fn hard_sigmoid(alpha: f32, beta: f32, v: f32) -> f32 {
+        unit(alpha * v + beta)
+    }
+
+    /// `v · max(0, min(1, v/6 + 1/2))`.
+    #[inline(always)]
+    pub(crate) fn hard_swish(v: f32) -> f32 {
+        v * unit(v / 6.0 + 0.5)
+    }
+
+    /// `min(max(v, lo), hi)` (NaN passes through; ±infinity bounds are open).
+    #[inline(always)]
+    pub(crate) fn clip(lo: f32, hi: f32, v: f32) -> f32 {
+        let r = if v < lo { lo } else { v };
+        if r > hi {
+            hi
+        } else {
+            r
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn formulas_at_their_kinks_and_nan() {
+            assert_eq!(relu(-1.5), 0.0);
+            assert_eq!(relu(2.0), 2.0);
+            assert!(relu(f32::NAN).is_nan());
+            assert_eq!(leaky_relu(0.5, -2.0), -1.0);
+            assert_eq!(hard_sigmoid(0.2, 0.5, 10.0), 1.0);
+            assert_eq!(hard_sigmoid(0.2, 0.5, -10.0), 0.0);
+            assert_eq!(hard_swish(-3.0), 0.0);
+            assert_eq!(hard_swish(3.0), 3.0);
+            assert_eq!(hard_swish(1.5), 1.5 * (1.5 / 6.0 + 0.5));
+            assert_eq!(clip(0.0, 6.0, 7.0), 6.0);
+            assert_eq!(clip(f32::NEG_INFINITY, 6.0, -7.0), -7.0);
+            assert!(clip(0.0, 6.0, f32::NAN).is_nan());
+        }
     }
 }

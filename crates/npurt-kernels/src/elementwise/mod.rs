@@ -20,6 +20,7 @@ mod compare;
 mod scalar;
 mod unary;
 
+pub(crate) use activation::formulas;
 pub use activation::{activation, Activation};
 pub use axpy::axpy;
 pub use binary::binary;

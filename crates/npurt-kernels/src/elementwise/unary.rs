@@ -71,7 +71,7 @@ impl UnaryKernel {
             Gelu => self.map::<T>(s, e, F32Op(math::gelu_erf)),
             GeluTanh => self.map::<T>(s, e, F32Op(math::gelu_tanh)),
             Silu => self.map::<T>(s, e, F32Op(math::silu)),
-            Relu if float => self.map::<T>(s, e, F32Op(relu)),
+            Relu if float => self.map::<T>(s, e, F32Op(super::formulas::relu)),
             Relu => self.map::<T>(s, e, |x: T| T::from_i64(x.to_i64().max(0))),
             Abs if float => self.map::<T>(s, e, F32Op(f32::abs)),
             Abs => self.map::<T>(s, e, |x: T| T::from_i64(x.to_i64().wrapping_abs())),
@@ -84,14 +84,6 @@ impl UnaryKernel {
 #[inline(always)]
 fn rsqrt(x: f32) -> f32 {
     1.0 / x.sqrt()
-}
-#[inline(always)]
-fn relu(v: f32) -> f32 {
-    if v < 0.0 {
-        0.0
-    } else {
-        v
-    }
 }
 #[inline(always)]
 fn neg(v: f32) -> f32 {

@@ -9,7 +9,9 @@
 mod chan;
 mod conv;
 mod conv_transpose;
-mod depthwise;
+mod direct;
+mod epilogue;
+mod im2col;
 mod index;
 mod pad;
 mod pool;
@@ -20,6 +22,7 @@ mod topk;
 pub use chan::{batch_norm, lrn};
 pub use conv::conv;
 pub use conv_transpose::{conv_transpose, conv_transpose_out_shape};
+pub use epilogue::Epilogue;
 pub use index::{arange, arange_len, take, take_out_shape};
 pub use pad::{pad, tile, PadMode};
 pub use pool::{pool, PoolKind};
@@ -166,6 +169,20 @@ pub fn auto_pads(
     Ok(pads)
 }
 
+/// The half-open range of output indices `o` whose input index `o·s + off` lies in
+/// `[0, n)`, within `[0, out)`.
+pub(super) fn inside(out: usize, n: usize, s: usize, off: isize) -> (usize, usize) {
+    let s = s as isize;
+    let lo = if off >= 0 { 0 } else { (-off + s - 1) / s };
+    let hi = if n as isize <= off {
+        0
+    } else {
+        (n as isize - off + s - 1) / s
+    };
+    let hi = hi.clamp(0, out as isize) as usize;
+    ((lo as usize).min(hi), hi)
+}
+
 /// Checks `x` is `[N, C, spatial...]` with at least one spatial dim.
 pub(crate) fn spatial_rank(op: &'static str, what: &'static str, ndim: usize) -> Result<usize, KernelArgError> {
     if ndim < 3 {
@@ -248,5 +265,22 @@ mod tests {
         assert_eq!(auto_pads("SAME_LOWER", &[4], &[2], &[1], &[1]).unwrap(), vec![1, 0]);
         assert_eq!(auto_pads("VALID", &[4], &[2], &[1], &[1]).unwrap(), vec![0, 0]);
         assert!(auto_pads("SAME", &[4], &[2], &[1], &[1]).is_err());
+    }
+
+    #[test]
+    fn inside_ranges_match_a_scan() {
+        for out in 0..6 {
+            for n in 0..6 {
+                for s in 1..4 {
+                    for off in -4isize..4 {
+                        let want: Vec<usize> = (0..out)
+                            .filter(|&o| (0..n as isize).contains(&(o as isize * s as isize + off)))
+                            .collect();
+                        let (lo, hi) = inside(out, n, s, off);
+                        assert_eq!((lo..hi).collect::<Vec<_>>(), want, "out {out} n {n} s {s} off {off}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! columns at a time (no per-element index odometer). Same values, same visiting order
 //! (kernel row, then column) and same averaging rule as the general path in `pool.rs`.
 
-use super::depthwise::inside;
+use super::inside;
 use super::pool::PoolKind;
 use super::Window;
 use crate::TensorView;
@@ -50,8 +50,10 @@ impl Axis {
 /// Output elements `[s, e)` (row-major over `out`'s `[N, C, H, W]`) of a 2-D pooling.
 ///
 /// Row by row: each kernel tap (row `kh`, column `kw`) updates the run of output columns
-/// whose input column is inside the image (`depthwise::inside`), so every output element
-/// sees its taps in (kh, kw) order, as in the general path.
+/// whose input column is inside the image (`nn::inside`), so every output element sees
+/// its taps in (kh, kw) order, as in the general path. Runs of unit column stride and
+/// window stride 1 or 2 are loops the compiler vectorises (compiled for the elementwise
+/// family's ISA path: the same comparisons and sums, so the same bits).
 pub(super) fn run(
     kind: PoolKind,
     x: &TensorView,
@@ -60,9 +62,73 @@ pub(super) fn run(
     axes: &[Axis; 2],
     (s, e): (usize, usize),
 ) {
-    match kind {
-        PoolKind::Max => rows::<true>(false, x, out, win, axes, (s, e)),
-        PoolKind::Avg { count_include_pad } => rows::<false>(count_include_pad, x, out, win, axes, (s, e)),
+    ACC.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let ow_n = out.shape()[3];
+        if scratch.len() < ow_n {
+            scratch.resize(ow_n, 0.0);
+        }
+        let job = Rows {
+            kind,
+            x,
+            out,
+            win,
+            axes,
+            range: (s, e),
+            scratch: &mut scratch[..ow_n],
+        };
+        dispatch(job)
+    })
+}
+
+/// Runs `job` compiled for the elementwise family's ISA path.
+fn dispatch(job: Rows<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    match crate::isa::path(crate::isa::Family::Elementwise) {
+        crate::isa::Isa::Avx512 => {
+            if let Some(simd) = pulp::x86::V4::try_new() {
+                return simd.vectorize(job);
+            }
+        }
+        crate::isa::Isa::Avx2 => {
+            if let Some(simd) = pulp::x86::V3::try_new() {
+                return simd.vectorize(job);
+            }
+        }
+        crate::isa::Isa::Scalar => {}
+    }
+    pulp::NullaryFnOnce::call(job)
+}
+
+/// One block's rows, as a function pulp compiles for an ISA level (`vectorize`).
+struct Rows<'a> {
+    kind: PoolKind,
+    x: &'a TensorView,
+    out: &'a TensorView,
+    win: &'a Window,
+    axes: &'a [Axis; 2],
+    range: (usize, usize),
+    /// The accumulators of the running output row segment (`W_out` elements).
+    scratch: &'a mut [f32],
+}
+
+impl pulp::NullaryFnOnce for Rows<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn call(self) {
+        let Rows {
+            kind,
+            x,
+            out,
+            win,
+            axes,
+            range,
+            scratch,
+        } = self;
+        match kind {
+            PoolKind::Max => rows::<true>(false, x, out, win, axes, range, scratch),
+            PoolKind::Avg { count_include_pad } => rows::<false>(count_include_pad, x, out, win, axes, range, scratch),
+        }
     }
 }
 
@@ -71,6 +137,7 @@ thread_local! {
     static ACC: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+#[inline(always)]
 fn rows<const MAX: bool>(
     cip: bool,
     x: &TensorView,
@@ -78,6 +145,7 @@ fn rows<const MAX: bool>(
     win: &Window,
     axes: &[Axis; 2],
     (s, e): (usize, usize),
+    scratch: &mut [f32],
 ) {
     let (c_n, oh_n, ow_n) = (out.shape()[1], out.shape()[2], out.shape()[3]);
     let (in_h, in_w) = (x.shape()[2], x.shape()[3]);
@@ -85,17 +153,21 @@ fn rows<const MAX: bool>(
     let [rows, cols] = axes;
     let (sh, sw, dh, dw) = (win.strides[0], win.strides[1], win.dilations[0], win.dilations[1]);
     let (ph, pw) = (win.pads[0] as isize, win.pads[1] as isize);
-    ACC.with(|scratch| {
-        let mut scratch = scratch.borrow_mut();
-        if scratch.len() < ow_n {
-            scratch.resize(ow_n, 0.0);
-        }
+    // Per kernel column: its offset and the output columns it reaches inside the image.
+    let taps: smallvec::SmallVec<[(isize, (usize, usize)); 8]> = (0..win.kernel[1])
+        .map(|kw| {
+            let off = (kw * dw) as isize - pw;
+            (off, inside(ow_n, in_w, sw, off))
+        })
+        .collect();
+    {
         let mut flat = s;
+        // The position of `flat`, advanced a row at a time (no divisions per row).
+        let (plane, rem) = (s / (oh_n * ow_n).max(1), s % (oh_n * ow_n).max(1));
+        let (mut n, mut c) = (plane / c_n.max(1), plane % c_n.max(1));
+        let (mut oh, mut ow0) = (rem / ow_n.max(1), rem % ow_n.max(1));
         while flat < e {
-            let (plane, rem) = (flat / (oh_n * ow_n), flat % (oh_n * ow_n));
-            let (oh, ow0) = (rem / ow_n, rem % ow_n);
             let ow1 = ow_n.min(ow0 + (e - flat));
-            let (n, c) = (plane / c_n, plane % c_n);
             let base = (x.ptr::<f32>() as *const f32).wrapping_offset(n as isize * xs[0] + c as isize * xs[1]);
             let acc = &mut scratch[ow0..ow1];
             acc.fill(if MAX { f32::NEG_INFINITY } else { 0.0 });
@@ -103,23 +175,28 @@ fn rows<const MAX: bool>(
                 let ih = (oh * sh + kh * dh) as isize - ph;
                 debug_assert!(ih >= 0 && ih < in_h as isize);
                 let xr = base.wrapping_offset(ih * xs[2]);
-                for kw in 0..win.kernel[1] {
-                    let off = (kw * dw) as isize - pw;
-                    let (lo, hi) = inside(ow_n, in_w, sw, off);
+                for &(off, (lo, hi)) in &taps {
                     let (lo, hi) = (lo.max(ow0), hi.min(ow1));
-                    for ow in lo..hi {
-                        let iw = ow as isize * sw as isize + off;
-                        // SAFETY: kh is in the row table's [lo, hi) and iw in [0, W)
-                        // (`inside`), so the element is addressed by the x view
-                        // (contract); x is only read.
-                        let v = unsafe { xr.wrapping_offset(iw * xs[3]).read() };
-                        let a = &mut acc[ow - ow0];
-                        if MAX {
-                            if v > *a || v.is_nan() {
-                                *a = v;
-                            }
-                        } else {
-                            *a += v;
+                    if lo >= hi {
+                        continue;
+                    }
+                    let first = xr.wrapping_offset((lo as isize * sw as isize + off) * xs[3]);
+                    let acc = &mut acc[lo - ow0..hi - ow0];
+                    if xs[3] == 1 && sw <= 2 {
+                        // SAFETY: input columns lo·sw+off ..= (hi-1)·sw+off of row ih are
+                        // inside the image (`inside`; the row table for ih), contiguous
+                        // (column stride 1), so the run is addressed by the x view
+                        // (contract); x is only read and does not overlap the scratch.
+                        let src = unsafe { std::slice::from_raw_parts(first, (acc.len() - 1) * sw + 1) };
+                        match sw {
+                            1 => tap_run::<MAX, 1>(acc, src),
+                            _ => tap_run::<MAX, 2>(acc, src),
+                        }
+                    } else {
+                        let step_x = sw as isize * xs[3];
+                        for (t, a) in acc.iter_mut().enumerate() {
+                            // SAFETY: as above, element by element (column (lo+t)·sw + off).
+                            *a = step::<MAX>(*a, unsafe { first.wrapping_offset(t as isize * step_x).read() });
                         }
                     }
                 }
@@ -145,6 +222,43 @@ fn rows<const MAX: bool>(
                 unsafe { orow.wrapping_offset(ow as isize * os[3]).write(v) }
             }
             flat += ow1 - ow0;
+            ow0 = 0;
+            oh += 1;
+            if oh == oh_n {
+                oh = 0;
+                c += 1;
+                if c == c_n {
+                    c = 0;
+                    n += 1;
+                }
+            }
         }
-    });
+    }
+}
+
+/// One window element into the accumulator: the maximum (NaN wins: the last NaN seen) or
+/// the sum.
+#[inline(always)]
+fn step<const MAX: bool>(a: f32, v: f32) -> f32 {
+    if MAX {
+        if v > a || v.is_nan() {
+            v
+        } else {
+            a
+        }
+    } else {
+        a + v
+    }
+}
+
+/// `acc[j] = step(acc[j], src[j·SW])` for every `j` (`src` holds `(len-1)·SW + 1` values).
+#[inline(always)]
+fn tap_run<const MAX: bool, const SW: usize>(acc: &mut [f32], src: &[f32]) {
+    let n = acc.len();
+    assert!(n == 0 || src.len() > (n - 1) * SW, "the run covers every column");
+    let p = src.as_ptr();
+    for (j, a) in acc.iter_mut().enumerate() {
+        // SAFETY: j·SW <= (n-1)·SW < src.len() (asserted above).
+        *a = step::<MAX>(*a, unsafe { p.add(j * SW).read() });
+    }
 }

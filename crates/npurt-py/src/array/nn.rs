@@ -63,8 +63,10 @@ fn _auto_pads(
     nn::auto_pads(mode, &input, &kernel, &strides, &dilations).map_err(kernel_arg)
 }
 
+/// A convolution, its bias and the fused activation `activation` (`nn::Epilogue::parse`'s
+/// names and parameters; None: no activation).
 #[pyfunction]
-#[pyo3(signature = (x, w, bias, out, strides, pads, dilations, group, stream=None))]
+#[pyo3(signature = (x, w, bias, out, strides, pads, dilations, group, stream=None, activation=None, activation_params=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn _conv(
     py: Python<'_>,
@@ -77,7 +79,13 @@ fn _conv(
     dilations: Option<Vec<usize>>,
     group: usize,
     stream: Option<&Bound<'_, PyAny>>,
+    activation: Option<&str>,
+    activation_params: Vec<f32>,
 ) -> PyResult<()> {
+    let epi = match activation {
+        None => nn::Epilogue::None,
+        Some(name) => nn::Epilogue::parse(name, &activation_params).map_err(kernel_arg)?,
+    };
     let (x, w, out) = (&arr(x, "x")?.get().a, &arr(w, "w")?.get().a, &arr(out, "out")?.get().a);
     let b = opt_arr(bias, "bias")?;
     let mut inputs = vec![x, w];
@@ -92,6 +100,7 @@ fn _conv(
             pads.as_deref(),
             dilations.as_deref(),
             group,
+            epi,
             c,
         )
     })

@@ -12,6 +12,7 @@ import npurt
 
 from ... import _npurt
 from ...exceptions import InvalidValueError
+from .. import fuse
 from ..ir import Ctx, Unsupported, Val
 from . import FLOATS, ints, kernel, need_dtype, op, resolve
 
@@ -63,11 +64,13 @@ def _conv(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type: 
     shape = [x.shape[0], w.shape[0]] + spatial
     conv = resolve("nn.conv")
     args = [x, w] + ([b] if b is not None else [])
+    act, params = attrs.get(fuse.ACTIVATION, (None, []))
 
     def run(a: Any, wt: Any, *rest: Any, out: Any, stream: Any) -> None:
-        conv(a, wt, rest[0] if rest else None, strides=strides, pads=pads, dilations=dil, group=group, out=out, stream=stream)
+        conv(a, wt, rest[0] if rest else None, strides=strides, pads=pads, dilations=dil, group=group, out=out, stream=stream,
+             activation=act, activation_params=params)
 
-    return [kernel(ctx, run, args, shape, x.dtype, "Conv")]
+    return [kernel(ctx, run, args, shape, x.dtype, "Conv" if act is None else f"Conv+{act}")]
 
 
 @op("ConvTranspose", needs=("nn.conv_transpose",))
