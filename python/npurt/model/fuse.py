@@ -61,32 +61,51 @@ def _foldable_bn(n: Any, a: Dict[str, Any], consts: Dict[str, np.ndarray], m: in
 def fold_batch_norms(nodes: List[Node], consts: Dict[str, np.ndarray], outputs: Set[str]) -> Tuple[List[Node], int]:
     """``nodes`` with every foldable Conv + BatchNormalization pair merged into one Conv
     (new constants added to ``consts``); and how many pairs were merged."""
+    def fold(n: Any, a: Dict[str, Any], prev: Node) -> Optional[Node]:
+        ck, conv, ca = prev
+        w = consts.get(conv.input[1]) if len(conv.input) > 1 else None
+        b = consts.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
+        has_b = len(conv.input) > 2 and bool(conv.input[2])
+        ok = conv.op_type == "Conv" and w is not None and w.dtype == np.float32 and w.ndim >= 3 and (b is not None or not has_b)
+        if not (ok and _foldable_bn(n, a, consts, w.shape[0])):
+            return None
+        scale, bias, mean, var = (consts[i].astype(np.float64) for i in n.input[1:5])
+        kf = scale / np.sqrt(var + float(a.get("epsilon", 1e-5)))
+        b0 = b.astype(np.float64) if b is not None else np.zeros(w.shape[0])
+        wname, bname = f"{n.output[0]}::bn_folded_w", f"{n.output[0]}::bn_folded_b"
+        consts[wname] = (w.astype(np.float64) * kf.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        consts[bname] = ((b0 - mean) * kf + bias).astype(np.float32)
+        return (ck, _renamed(conv, n.output, [conv.input[0], wname, bname]), ca)
+
+    return _merge_into_producer(nodes, outputs, fold)
+
+
+def _renamed(conv: Any, outputs: Any, inputs: Optional[List[str]] = None) -> Any:
+    """A copy of node ``conv`` writing ``outputs`` (and reading ``inputs`` if given)."""
+    new = type(conv)()
+    new.CopyFrom(conv)
+    if inputs is not None:
+        del new.input[:]
+        new.input.extend(inputs)
+    del new.output[:]
+    new.output.extend(outputs)
+    return new
+
+
+def _merge_into_producer(nodes: List[Node], outputs: Set[str], merge: Any) -> Tuple[List[Node], int]:
+    """Walks ``nodes``; a node whose first input is read by it alone (and is no graph
+    output) may be merged into that input's producer: ``merge(node, attrs, producer)``
+    returns the merged producer, or None to keep both. Returns the nodes and the count."""
     uses = _uses(nodes, outputs)
     producer: Dict[str, int] = {}
     out: List[Node] = []
     merged = 0
     for k, n, a in nodes:
         src = producer.get(n.input[0]) if n.input else None
-        if src is not None and uses.get(n.input[0], 0) == 1:
-            ck, conv, ca = out[src]
-            w = consts.get(conv.input[1]) if len(conv.input) > 1 else None
-            b = consts.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
-            has_b = len(conv.input) > 2 and bool(conv.input[2])
-            ok = conv.op_type == "Conv" and w is not None and w.dtype == np.float32 and w.ndim >= 3 and (b is not None or not has_b)
-            if ok and _foldable_bn(n, a, consts, w.shape[0]):
-                scale, bias, mean, var = (consts[i].astype(np.float64) for i in n.input[1:5])
-                kf = scale / np.sqrt(var + float(a.get("epsilon", 1e-5)))
-                b0 = b.astype(np.float64) if b is not None else np.zeros(w.shape[0])
-                wname, bname = f"{n.output[0]}::bn_folded_w", f"{n.output[0]}::bn_folded_b"
-                consts[wname] = (w.astype(np.float64) * kf.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
-                consts[bname] = ((b0 - mean) * kf + bias).astype(np.float32)
-                new = type(conv)()
-                new.CopyFrom(conv)
-                del new.input[:]
-                new.input.extend([conv.input[0], wname, bname])
-                del new.output[:]
-                new.output.extend(n.output)
-                out[src] = (ck, new, ca)
+        if src is not None and uses.get(n.input[0], 0) == 1 and n.input[0] not in outputs:
+            new = merge(n, a, out[src])
+            if new is not None:
+                out[src] = new
                 producer[n.output[0]] = src
                 merged += 1
                 continue
@@ -132,27 +151,12 @@ def _activation(n: Any, a: Dict[str, Any], consts: Dict[str, np.ndarray], opset:
 def fuse_activations(nodes: List[Node], consts: Dict[str, np.ndarray], outputs: Set[str], opset: int) -> Tuple[List[Node], int]:
     """``nodes`` with every activation that alone reads a float32 Conv's output fused into
     the Conv (see the module docstring); and how many were fused."""
-    uses = _uses(nodes, outputs)
-    producer: Dict[str, int] = {}
-    out: List[Node] = []
-    fused = 0
-    for k, n, a in nodes:
-        src = producer.get(n.input[0]) if n.input else None
-        if src is not None and uses.get(n.input[0], 0) == 1 and n.input[0] not in outputs:
-            ck, conv, ca = out[src]
-            w = consts.get(conv.input[1]) if len(conv.input) > 1 else None
-            act = _activation(n, a, consts, opset)
-            if conv.op_type == "Conv" and not is_fused(ca) and w is not None and w.dtype == np.float32 and act is not None:
-                new = type(conv)()
-                new.CopyFrom(conv)
-                del new.output[:]
-                new.output.extend(n.output)
-                out[src] = (ck, new, {**ca, ACTIVATION: act})
-                producer[n.output[0]] = src
-                fused += 1
-                continue
-        for o in n.output:
-            if o:
-                producer[o] = len(out)
-        out.append((k, n, a))
-    return out, fused
+    def fuse(n: Any, a: Dict[str, Any], prev: Node) -> Optional[Node]:
+        ck, conv, ca = prev
+        w = consts.get(conv.input[1]) if len(conv.input) > 1 else None
+        act = _activation(n, a, consts, opset)
+        if conv.op_type == "Conv" and not is_fused(ca) and w is not None and w.dtype == np.float32 and act is not None:
+            return (ck, _renamed(conv, n.output), {**ca, ACTIVATION: act})
+        return None
+
+    return _merge_into_producer(nodes, outputs, fuse)
