@@ -219,3 +219,19 @@ def test_memory_workload_reports_every_figure(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "first touch 128 MiB" in out and "(first round, VM backing memory too)" in out
     assert npurt.memory_allocated() == 0  # every buffer of the workload was freed
+
+
+def test_report_names_numpys_blas_kernels_and_what_caps_them(monkeypatch):
+    report = cli.rep  # npurt.bench.report (the package exports a function of that name)
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    m = cli.machine()
+    blas = m["numpy_blas"]
+    assert blas["env"]["OPENBLAS_CORETYPE"] == "Haswell"
+    assert blas["internal_api"] and blas["num_threads"] >= 1
+    lines = report.where(m).splitlines()
+    assert lines[0].startswith("CPU: ") and "gemm=" in lines[0]
+    assert lines[1].startswith(f"numpy baseline: {blas['internal_api']}")
+    assert "OPENBLAS_CORETYPE=Haswell set" in lines[1]
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert "OPENBLAS_CORETYPE" not in report.where(cli.machine())

@@ -57,14 +57,6 @@ pub trait Kernel: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// Runs one block.
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault>;
-    /// True when one run of this kernel is known to take about a microsecond or less (an
-    /// empty kernel, an elementwise op over a few thousand elements). A worker running only
-    /// such kernels keeps owning the streams it drained, so launches spread over many
-    /// streams skip the ready list; before anything else it gives them back. The default,
-    /// false, means "cost unknown" (always safe).
-    fn is_tiny(&self) -> bool {
-        false
-    }
 }
 
 #[cfg(test)]

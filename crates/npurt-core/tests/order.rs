@@ -72,9 +72,6 @@ impl Kernel for Step {
         self.lane.check(&self.pos, self.name(), false);
         Ok(())
     }
-    fn is_tiny(&self) -> bool {
-        self.spin.is_zero()
-    }
 }
 
 /// Multi-block kernel: every block sees the stream's count at its own position.

@@ -89,9 +89,6 @@ impl Kernel for Empty {
     fn run_block(&self, _blk: BlockCtx) -> Result<(), KernelFault> {
         Ok(())
     }
-    fn is_tiny(&self) -> bool {
-        true
-    }
 }
 
 /// The shared empty kernel (launching it allocates nothing).

@@ -10,10 +10,6 @@ pub const BLOCKS_PER_CORE: usize = 4;
 pub const GRAIN_ELEMENTWISE: usize = 1 << 16;
 /// Elements per block for elementwise ops with transcendental math.
 pub const GRAIN_TRANSCENDENTAL: usize = 1 << 14;
-/// Elementwise kernels over at most this many elements report themselves tiny
-/// ([`npurt_core::Kernel::is_tiny`]: about a microsecond per run, transcendental ops
-/// included).
-pub const TINY_ELEMENTS: usize = 1 << 10;
 
 /// `ceil(work / grain)` blocks, at most `BLOCKS_PER_CORE * cores`, at least 1.
 pub fn blocks_for(work: usize, grain: usize, cores: u32) -> u32 {

@@ -61,7 +61,30 @@ def machine() -> Dict[str, object]:
         "npurt": npurt.__version__,
         "config": npurt.get_config(),
         "isa": npurt.isa_info(),  # CPU model and the ISA path of each kernel family
+        "numpy_blas": numpy_blas(),  # which BLAS kernels the numpy baselines ran
     }
+
+
+# OpenBLAS variables that pick (or cap) its kernels; some machines set them for old builds.
+_BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE")
+
+
+def numpy_blas() -> Dict[str, object]:
+    """numpy's BLAS as threadpoolctl reports it (library, version, kernel architecture,
+    threads) and the environment variables that cap its kernels: a numpy baseline run on
+    Haswell kernels of an AVX-512 CPU (``OPENBLAS_CORETYPE=Haswell``) is half as fast, so
+    every report says which kernels the baseline ran."""
+    out: Dict[str, object] = {"env": {k: os.environ[k] for k in _BLAS_ENV if k in os.environ}}
+    try:
+        import numpy as np  # noqa: F401  (loads the BLAS so threadpoolctl sees it)
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return out
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas":
+            out.update({k: lib.get(k) for k in ("internal_api", "version", "architecture", "num_threads")})
+            break
+    return out
 
 
 def runtime_steps(quick: bool, reps: int, baselines: List[str], skipped: List[str]) -> List[Step]:

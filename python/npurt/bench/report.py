@@ -213,9 +213,19 @@ def plot_all(tp: Dict[str, Any], cores: int, out: Path) -> List[Path]:
 
 
 def where(machine: Dict[str, Any]) -> str:
-    """The first line of every report: the CPU model and the ISA path each kernel family ran."""
+    """The first lines of every report: the CPU model and the ISA path each kernel family
+    ran, then the BLAS kernels the numpy baselines ran (and what capped them)."""
     isa = machine.get("isa") or {}
-    return isa.get("summary") or f"CPU: {machine.get('platform', '?')} (no ISA report)"
+    line = isa.get("summary") or f"CPU: {machine.get('platform', '?')} (no ISA report)"
+    blas = machine.get("numpy_blas") or {}
+    if blas.get("internal_api"):
+        line += (f"\nnumpy baseline: {blas['internal_api']} {blas.get('version') or ''} "
+                 f"{blas.get('architecture') or '?'} kernels, {blas.get('num_threads')} threads")
+        env = blas.get("env") or {}
+        if "OPENBLAS_CORETYPE" in env:
+            line += (f" (OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} set: numpy runs those kernels; "
+                     "unset it to compare against numpy's best)")
+    return line
 
 
 def runtime_lines(r: Dict[str, Any]) -> List[str]:

@@ -285,6 +285,24 @@ impl Communicator {
         self.0.turn_cv.notify_all();
     }
 
+    /// The error of collective `seq` when the group was aborted before it was queued (None
+    /// while the group is usable): such a call fails at once, as HCCL's and torch's do.
+    pub(crate) fn aborted_error(&self, seq: u64, desc: OpDesc) -> Option<CollectiveError> {
+        let rec = self.0.board.aborted()?;
+        let mut phase = 0;
+        let rv = Rendezvous {
+            board: &self.0.board,
+            me: self.rank(),
+            seq,
+            desc,
+            phase: &mut phase,
+            start: Instant::now(),
+            deadline: Instant::now(),
+            check_pids: false,
+        };
+        Some(rv.error_of(&rec))
+    }
+
     /// A queued collective that will never run (its stream failed first): its turn
     /// passes, and the group is aborted so that the other ranks do not wait for it.
     pub(crate) fn skip(&self, ticket: Ticket, desc: OpDesc) {

@@ -86,7 +86,8 @@ impl Drop for Job {
 }
 
 /// Queues `desc` on `stream`; returns its sequence number and the launch (a full ring
-/// gives the task back as a [`Pending`] to push without the interpreter lock).
+/// gives the task back as a [`Pending`] to push without the interpreter lock). A group
+/// already aborted fails here, not on the stream: the call raises whatever ran meanwhile.
 pub fn enqueue(
     comm: &Communicator,
     stream: &Stream,
@@ -107,6 +108,9 @@ pub fn enqueue(
         timeout,
         ran: false,
     };
+    if let Some(e) = comm.aborted_error(ticket.seq, desc) {
+        return Err(Error::Collective(e)); // dropping the job passes its turn
+    }
     let d = EngineDesc {
         name: Some(desc.kind.hccl_name()),
         ..EngineDesc::new(TaskKind::HostFunc, bytes)

@@ -17,7 +17,6 @@ use crate::thread_role::mark_runtime_thread;
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering::Release;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
@@ -188,8 +187,6 @@ fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
                 stream.dev.profiler.emit(rec);
             }
         }
-        stream.inflight.store(true, Release);
-        let dev = stream.dev.clone();
-        dev.make_ready(stream);
+        super::start::resume(stream);
     }
 }

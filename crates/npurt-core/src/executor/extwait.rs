@@ -111,7 +111,7 @@ fn run(w: &'static Waiter) {
                     if let Some(err) = err {
                         e.stream.set_error_at(err, e.meta);
                     }
-                    super::worker::resume(e.stream);
+                    super::start::resume(e.stream);
                 }
             }
         }

@@ -12,6 +12,7 @@ mod engine;
 pub(crate) mod extwait;
 mod job;
 mod notifier;
+mod start;
 mod state;
 pub(crate) mod timer;
 mod worker;
@@ -35,6 +36,7 @@ use std::time::Duration;
 /// Number of priority levels (ACL: 0 highest .. 7 lowest).
 pub(crate) const PRIORITY_LEVELS: usize = 8;
 
+pub(crate) use start::start;
 pub(crate) use state::DeviceState;
 
 /// A device's scheduler, shared by its workers, engines and streams: ready lists, jobs,

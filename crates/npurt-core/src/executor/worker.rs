@@ -1,27 +1,18 @@
 //! One AI-Core worker: claims blocks of published jobs, drains ready streams, and otherwise
 //! searches briefly and then parks.
 
-use super::engine::EngineJob;
 use super::job::{run_block, Job, JobTurn};
+use super::start::exec_other;
 use super::Scheduler;
 use crate::error::TaskError;
 use crate::kernel::BlockCtx;
 use crate::profiler::{TaskKind, TaskRecord, NO_CORE};
 use crate::stream::task::{Op, Task};
-use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
 use crate::thread_role::mark_runtime_thread;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Hands a stream whose head task finished elsewhere back to its device's ready list.
-pub(super) fn resume(s: Arc<StreamInner>) {
-    s.inflight.store(true, Release);
-    let dev = s.dev.clone();
-    dev.make_ready(s);
-}
 
 /// Tasks a worker runs from one stream before giving other streams a turn.
 const BUDGET: u32 = 64;
@@ -274,129 +265,44 @@ impl Worker {
         false
     }
 
-    /// Runs one task. Returns false when the stream was handed to someone else.
+    /// Runs one task. Returns false when the stream was handed to someone else. Kernels
+    /// run here; every other task as on any owner of a stream ([`exec_other`]).
     fn exec(&mut self, s: &Arc<StreamInner>, task: Task) -> bool {
         let Task { op, submit_ns, meta } = task;
-        // A task created while its device was observed carries its submit time.
-        let profiling = submit_ns != 0;
-        let start_ns = if profiling { crate::clock::now_ns() } else { 0 };
-        let kind = op.kind();
-        let mut wait_on = None;
-        match op {
-            Op::Kernel { kernel, blocks } if crate::fault::armed() && self.injected(s, &*kernel, blocks) => {}
-            Op::Kernel { kernel, blocks: 1 } => {
-                let blk = BlockCtx {
-                    block_idx: 0,
-                    block_dim: 1,
-                    core_id: self.core,
-                };
-                let r = run_block(&*kernel, blk);
-                let failed = r.is_err();
-                if let Err(e) = r {
-                    s.set_error_at(e, meta);
-                }
-                if profiling {
-                    let mut rec = record(s, kind, kernel.name(), submit_ns, start_ns, meta);
-                    (rec.core, rec.failed) = (self.core, failed);
-                    s.dev.profiler.emit(rec);
-                }
-            }
-            Op::Kernel { kernel, blocks } => {
-                let job = Arc::new(Job::new(kernel, blocks, s.clone(), submit_ns, meta));
-                self.dev.publish(job.clone());
-                return match job.work(self.core) {
-                    JobTurn::Finished(err) => {
-                        self.finish_job(&job, err);
-                        true
-                    }
-                    JobTurn::Released => false,
-                };
-            }
-            Op::Record(stamp) => stamp.store(crate::clock::now_ns(), Release),
-            Op::Wait { on, target, timeout } => {
-                wait_on = Some((on.id, target));
-                if on.timeline.completed() < target {
-                    // Whoever comes first (the target or the deadline) resumes the stream;
-                    // reaching the target first cancels the timer entry.
-                    let once = Arc::new(AtomicBool::new(false));
-                    let key = timeout.map(|t| {
-                        let (me, first) = (Arc::downgrade(s), once.clone());
-                        crate::executor::timer::schedule(
-                            Instant::now() + t,
-                            Box::new(move || {
-                                if !first.swap(true, AcqRel) {
-                                    if let Some(me) = me.upgrade() {
-                                        me.set_error_at(TaskError::WaitTimeout { secs: t.as_secs_f64() }, meta);
-                                        if profiling {
-                                            let mut rec = record(
-                                                &me,
-                                                TaskKind::Wait,
-                                                TaskKind::Wait.label(),
-                                                submit_ns,
-                                                start_ns,
-                                                meta,
-                                            );
-                                            (rec.wait_on, rec.failed) = (wait_on, true);
-                                            me.dev.profiler.emit(rec);
-                                        }
-                                        resume(me);
-                                    }
-                                }
-                            }),
-                        )
-                    });
-                    let (me, first) = (s.clone(), once.clone());
-                    let wake = Wake::Resume(Box::new(move || {
-                        if !first.swap(true, AcqRel) {
-                            if let Some(k) = key {
-                                crate::executor::timer::cancel(k);
-                            }
-                            if profiling {
-                                let mut rec =
-                                    record(&me, TaskKind::Wait, TaskKind::Wait.label(), submit_ns, start_ns, meta);
-                                rec.wait_on = wait_on;
-                                me.dev.profiler.emit(rec);
-                            }
-                            resume(me);
-                        }
-                    }));
-                    if let Registered::Queued = on.timeline.register(target, wake) {
-                        return false;
-                    }
-                    // The target was reached meanwhile: carry on, unless the deadline won.
-                    if once.swap(true, AcqRel) {
-                        return false; // the timer already failed and resumed the stream
-                    }
-                    if let Some(k) = key {
-                        crate::executor::timer::cancel(k);
-                    }
-                }
-            }
-            Op::WaitExternal { cond, timeout } => match cond.poll(false) {
-                Ok(true) => {}
-                Err(e) => s.set_error_at(e, meta),
-                Ok(false) => {
-                    crate::executor::extwait::park(s.clone(), cond, timeout, meta);
-                    return false;
-                }
-            },
-            Op::Engine(engine, op, desc) => {
-                s.dev.send_engine(
-                    engine,
-                    EngineJob {
-                        stream: s.clone(),
-                        op,
-                        submit_ns,
-                        meta,
-                        desc,
-                    },
-                );
-                return false;
-            }
+        let (kernel, blocks) = match op {
+            Op::Kernel { kernel, blocks } => (kernel, blocks),
+            op => return exec_other(s, Task { op, submit_ns, meta }),
+        };
+        if crate::fault::armed() && self.injected(s, &*kernel, blocks) {
+            s.timeline.advance(1);
+            return true;
         }
-        if profiling && kind != TaskKind::Kernel {
-            let mut rec = record(s, kind, kind.label(), submit_ns, start_ns, meta);
-            rec.wait_on = wait_on;
+        if blocks > 1 {
+            let job = Arc::new(Job::new(kernel, blocks, s.clone(), submit_ns, meta));
+            self.dev.publish(job.clone());
+            return match job.work(self.core) {
+                JobTurn::Finished(err) => {
+                    self.finish_job(&job, err);
+                    true
+                }
+                JobTurn::Released => false,
+            };
+        }
+        // A task created while its device was observed carries its submit time.
+        let start_ns = if submit_ns != 0 { crate::clock::now_ns() } else { 0 };
+        let blk = BlockCtx {
+            block_idx: 0,
+            block_dim: 1,
+            core_id: self.core,
+        };
+        let r = run_block(&*kernel, blk);
+        let failed = r.is_err();
+        if let Err(e) = r {
+            s.set_error_at(e, meta);
+        }
+        if submit_ns != 0 {
+            let mut rec = record(s, TaskKind::Kernel, kernel.name(), submit_ns, start_ns, meta);
+            (rec.core, rec.failed) = (self.core, failed);
             s.dev.profiler.emit(rec);
         }
         s.timeline.advance(1);

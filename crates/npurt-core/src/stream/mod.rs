@@ -136,7 +136,7 @@ impl StreamInner {
             self.log_queued(&what, pos, meta);
         }
         if self.sched.notify() {
-            self.dev.make_ready(self.clone());
+            crate::executor::start(self.clone()); // it was idle: this thread owns it now
         }
         Ok(pos)
     }

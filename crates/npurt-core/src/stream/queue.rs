@@ -243,6 +243,27 @@ impl<T> TaskQueue<T> {
         }
     }
 
+    /// `f` of the value at the head, without popping it (None when none is written there
+    /// yet). Only the stream's current owner may call it, as for [`pop`](Self::pop): the
+    /// head then cannot move until this owner pops it.
+    #[inline]
+    pub(crate) fn peek<R>(&self, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let (pos, mut r) = split(self.head.load(Acquire));
+        loop {
+            let slot = self.ring(r).slot(pos);
+            if slot.stamp.load(Acquire) == pos + 1 {
+                // SAFETY: stamp == pos + 1 was stored (release) after the producer wrote the
+                // value; only the single consumer reads a slot, and this read leaves the
+                // value in place (the slot stays full until that consumer pops it).
+                return Some(slot.value.with(|p| f(unsafe { (*p).assume_init_ref() })));
+            }
+            match self.locate(pos, r) {
+                (next, true) => r = next,
+                _ => return None,
+            }
+        }
+    }
+
     /// True when no written value is waiting at the head.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {

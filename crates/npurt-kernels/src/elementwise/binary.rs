@@ -231,7 +231,4 @@ impl Kernel for BinaryKernel {
         }
         Ok(())
     }
-    fn is_tiny(&self) -> bool {
-        self.numel <= crate::plan::TINY_ELEMENTS
-    }
 }

@@ -113,7 +113,4 @@ impl Kernel for UnaryKernel {
         }
         Ok(())
     }
-    fn is_tiny(&self) -> bool {
-        self.it.numel() <= crate::plan::TINY_ELEMENTS
-    }
 }

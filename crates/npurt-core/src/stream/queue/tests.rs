@@ -268,4 +268,37 @@ mod loom_tests {
             assert_eq!(q.tail(), 5);
         });
     }
+    /// The owner peeks before it pops (what `executor::start` does to leave a kernel for
+    /// a worker) while a producer pushes into a ring of 2 that grows: whatever the peek
+    /// saw is exactly what the next pop returns, and nothing is lost.
+    #[test]
+    fn loom_peek_sees_what_pop_takes() {
+        loom::model(|| {
+            let q = Arc::new(TaskQueue::with_first_ring(8, 2));
+            q.push(0u32).unwrap();
+            q.push(1).unwrap();
+            let q2 = q.clone();
+            let producer = thread::spawn(move || {
+                q2.push(2).unwrap();
+                q2.push(3).unwrap();
+            });
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                match q.peek(|v| *v) {
+                    Some(v) => {
+                        assert_eq!(q.pop(), Some(v));
+                        seen.push(v);
+                    }
+                    None => assert!(seen.len() >= 2, "0 and 1 were queued before the producer ran"),
+                }
+            }
+            producer.join().unwrap();
+            while let Some(v) = q.peek(|v| *v) {
+                assert_eq!(q.pop(), Some(v));
+                seen.push(v);
+            }
+            assert_eq!(q.pop(), None);
+            assert_eq!(seen, vec![0, 1, 2, 3]);
+        });
+    }
 }
