@@ -289,18 +289,23 @@ impl Communicator {
     /// while the group is usable): such a call fails at once, as HCCL's and torch's do.
     pub(crate) fn aborted_error(&self, seq: u64, desc: OpDesc) -> Option<CollectiveError> {
         let rec = self.0.board.aborted()?;
-        let mut phase = 0;
-        let rv = Rendezvous {
+        Some(self.at_once(seq, desc, &mut 0).error_of(&rec))
+    }
+
+    /// A rendezvous of collective `seq` that waits for nothing (its deadline is now): for
+    /// reading or publishing the group's abort record.
+    fn at_once<'a>(&'a self, seq: u64, desc: OpDesc, phase: &'a mut u64) -> Rendezvous<'a> {
+        let now = Instant::now();
+        Rendezvous {
             board: &self.0.board,
             me: self.rank(),
             seq,
             desc,
-            phase: &mut phase,
-            start: Instant::now(),
-            deadline: Instant::now(),
+            phase,
+            start: now,
+            deadline: now,
             check_pids: false,
-        };
-        Some(rv.error_of(&rec))
+        }
     }
 
     /// A queued collective that will never run (its stream failed first): its turn
@@ -314,18 +319,7 @@ impl Communicator {
             st.skipped.insert(ticket.turn);
         }
         drop(st);
-        let mut phase = 0;
-        let rv = Rendezvous {
-            board: &self.0.board,
-            me: self.rank(),
-            seq,
-            desc,
-            phase: &mut phase,
-            start: Instant::now(),
-            deadline: Instant::now(),
-            check_pids: false,
-        };
-        rv.fail(
+        self.at_once(seq, desc, &mut 0).fail(
             K_FAILED,
             1 << self.rank(),
             0.0,
