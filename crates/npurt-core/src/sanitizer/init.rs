@@ -6,9 +6,9 @@
 //! since its allocation (a block handed out again by its pool starts unwritten). Writes are
 //! the destinations of copies and memsets, kernel outputs, arrays marked written (model
 //! replays, collectives: every array a task writes is marked), and host accesses (a numpy
-//! view counts as written: what the host does through it is invisible). All in program
-//! order: a read queued after a write counts as initialised even when no event orders the
-//! two (that is racecheck's finding). A strided view counts as its whole byte span. Each
+//! view counts as written: what the host does through it is invisible; `to_host` reads).
+//! All in program order: a read queued after a write counts as initialised even when no
+//! event orders the two (that is racecheck's finding). A strided view counts as its whole byte span. Each
 //! uninitialised range is reported once (then counts as written).
 
 use super::race::Access;

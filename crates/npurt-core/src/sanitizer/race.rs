@@ -5,7 +5,8 @@
 //! What counts as an access: a copy or memset (its source read, its destination written),
 //! a device-array kernel (its inputs' byte spans read, its output's written), a copy on the
 //! calling thread, a numpy view or buffer export of npurt memory (a host write: the
-//! runtime cannot see what the host then does through it). A host callback's accesses are
+//! runtime cannot see what the host then does through it), `to_host`'s read-only view (a
+//! host read of the array's byte span). A host callback's accesses are
 //! its task's. The shadow of a block is forgotten when the block goes back to its pool
 //! (the pool hands it out again only after every task using it ran).
 
