@@ -102,3 +102,46 @@ def test_to_host_of_never_written_memory_is_an_initcheck_read():
         x.to_host()  # written now
     assert rep.errors == 1, rep.text
     assert "Uninitialized read of 1024 bytes by to_host" in rep.text, rep.text
+
+
+def test_a_synchronous_copy_reads_its_npurt_source(streams):
+    # copy_to_host / memcpy into pageable memory read the buffer through a read-only view:
+    # a host read, like the queued copy's; writing it is still a race.
+    a, _ = streams
+    dev, other = npurt.malloc(4 * N), npurt.malloc(4 * N)
+    try:
+        npurt.memcpy(dev, np.arange(4 * N, dtype=np.uint64).astype(np.uint8))
+        with npurt.sanitizer.check("racecheck") as rep:
+            npurt.kernels.busy(0.2, stream=a)
+            npurt.memcpy_async(other, dev, a)  # reads dev later
+            back = dev.copy_to_host()  # a host read of dev, like the copy's: no race
+            a.synchronize()
+        assert not rep, rep.text
+        np.testing.assert_array_equal(back, np.arange(4 * N, dtype=np.uint64).astype(np.uint8))
+        with npurt.sanitizer.check("racecheck") as rep:
+            npurt.kernels.busy(0.2, stream=a)
+            npurt.memcpy_async(other, dev, a)
+            npurt.memcpy(dev, np.zeros(4 * N, np.uint8))  # a host write of dev: a race
+            a.synchronize()
+        assert rep.errors == 1, rep.text
+        assert "Host write to a pinned source whose async copy has not run" in rep.text, rep.text
+        assert "Memcpy DtoD" in rep.text, rep.text
+    finally:
+        dev.free()
+        other.free()
+
+
+def test_copies_dropped_by_a_forced_destroy_are_not_races():
+    s = npurt.Stream()
+    pinned, dev = npurt.malloc_host(4096), npurt.malloc(4096)
+    try:
+        with npurt.sanitizer.check("racecheck") as rep:
+            npurt.kernels.busy(0.2, stream=s)  # task 0: running when the stream is destroyed
+            npurt.kernels.busy(0.0, stream=s)  # task 1: could start before the drop is seen
+            npurt.memcpy_async(dev, pinned, s)  # task 2: dropped, never reads pinned
+            s.destroy(force=True)
+            pinned.numpy(np.uint8)[:] = 7  # nothing will read it now
+        assert not rep, rep.text
+    finally:
+        dev.free()
+        pinned.free()

@@ -127,6 +127,13 @@ pub fn forget(start: usize, len: usize) {
     with(|st| st.forget(start, len));
 }
 
+/// Stream `stream`'s tasks from position `first` on were dropped (a forced destroy): they
+/// never run, so their accesses are forgotten (what they had superseded stays forgotten:
+/// races with it may be missed, none is invented).
+pub(super) fn dropped(stream: u64, first: u64) {
+    with(|st| st.shadow.retain(|_, r| r.who != stream || r.tick <= first));
+}
+
 /// The accesses of the next kernel or copy this thread queues on stream `stream`.
 pub fn stage(stream: u64, what: &str, accesses: Vec<Access>) {
     if super::enabled(super::RACECHECK | super::INITCHECK) {
