@@ -29,6 +29,7 @@ pub mod report;
 pub mod sync;
 #[cfg(test)]
 mod tests;
+mod tool;
 mod trap;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
