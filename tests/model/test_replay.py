@@ -128,3 +128,33 @@ def test_conv_batch_norm_pairs_are_folded_at_load():
     plan = m.plan(x)
     assert "BatchNormalization" not in {s.op for s in plan.step_list}
     np.testing.assert_allclose(m(x).to_host(), ref(x), rtol=2e-4, atol=2e-5)
+
+
+def test_the_sanitizer_sees_a_replays_copies_of_the_callers_arrays():
+    # racecheck: a replay reads the caller's inputs and writes its outputs (its copies in
+    # and out); the host touching them before the stream got there is a race.
+    m, ref, shape = _load("mlp")
+    s = npurt.Stream()
+    x = npurt.to_device(np.random.default_rng(11).standard_normal(shape).astype(np.float32))
+    plan = m.plan(x)
+    plan.run([x], None, s, m.device)  # records the instance
+    s.synchronize()
+    assert plan.instances == 1 and plan.replay_off is None, plan.replay_off
+    with npurt.sanitizer.check("racecheck") as rep:
+        npurt.kernels.busy(0.2, stream=s)
+        (y,) = plan.run([x], None, s, m.device)  # a replay, queued behind the busy kernel
+        assert plan.instances == 1
+        x._host_view()  # a writable view: a host write of x before the replay read it
+        y._host_view()  # y before the replay wrote it
+        s.synchronize()
+    assert rep.errors == 2, rep.text
+    assert "Host write to memory a queued kernel has not read yet" in rep.text, rep.text
+    assert "kernel copy (replay input)" in rep.text, rep.text
+    assert "Host access to a kernel's output before the kernel is known complete" in rep.text, rep.text
+    assert "kernel copy (replay output)" in rep.text, rep.text
+    with npurt.sanitizer.check("racecheck") as rep:
+        (y,) = plan.run([x], None, s, m.device)
+        got = y.to_host()  # waits for y's writer, the replay's stream
+        x._host_view()  # the replay read x before y was written: ordered
+    assert not rep, rep.text
+    np.testing.assert_allclose(got, ref(x.to_host()), rtol=1e-5, atol=1e-6)

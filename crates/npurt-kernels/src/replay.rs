@@ -15,6 +15,9 @@
 //! completed (the crate's rule), which the idle check guarantees: an instance is busy
 //! until its stream's completed count reaches the last task of its run.
 //!
+//! The sanitizer sees a replay's input and output copies as accesses to the caller's
+//! arrays (racecheck, initcheck); the instance's own arrays and kernels are not tracked.
+//!
 //! [`launch`]: crate::array::launch
 
 use crate::array::{cores_hint, ArrayError, DeviceArray};
@@ -162,12 +165,41 @@ fn push(s: &Stream, (k, b): Captured) -> Result<(), Error> {
     }
 }
 
-fn copy_launch(s: &Stream, src: &DeviceArray, dst: &DeviceArray) -> Result<(), ArrayError> {
+/// Queues a copy kernel `src` → `dst`; `caller` is the side that is the caller's array
+/// (`Caller::Reads`: `src`; `Caller::Writes`: `dst`), which the sanitizer sees accessed.
+fn copy_launch(s: &Stream, src: &DeviceArray, dst: &DeviceArray, caller: Caller) -> Result<(), ArrayError> {
     if src.tensor().numel() == 0 {
         return Ok(());
     }
-    push(s, copy(src.tensor(), dst.tensor(), cores_hint())?)?;
+    let k = copy(src.tensor(), dst.tensor(), cores_hint())?;
+    if npurt_core::sanitizer::on() {
+        stage_caller(s, caller, src, dst);
+    }
+    push(s, k)?;
     Ok(())
+}
+
+/// Which side of a replay's copy is the caller's array.
+#[derive(Clone, Copy)]
+enum Caller {
+    /// An input copy: the caller's array is read.
+    Reads,
+    /// An output copy: the caller's array is written.
+    Writes,
+}
+
+/// racecheck and initcheck see a replay's copies in and out as accesses to the caller's
+/// arrays. The instance's own arrays and its kernels are not tracked: they are private to
+/// the instance, which runs once at a time (a claim waits for the previous run).
+#[cold]
+fn stage_caller(s: &Stream, caller: Caller, src: &DeviceArray, dst: &DeviceArray) {
+    use npurt_core::sanitizer::race::{stage, Access};
+    let (a, write, what) = match caller {
+        Caller::Reads => (src, false, "kernel copy (replay input)"),
+        Caller::Writes => (dst, true, "kernel copy (replay output)"),
+    };
+    let (start, len) = a.tensor().byte_span();
+    stage(s.id(), what, vec![Access { start, len, write }]);
 }
 
 impl Replay {
@@ -234,7 +266,7 @@ impl Replay {
         for (x, dst) in inputs.iter().zip(&inst.inputs) {
             if let Some(dst) = dst {
                 x.prepare_on(s)?;
-                copy_launch(s, x, dst)?;
+                copy_launch(s, x, dst, Caller::Reads)?;
             }
         }
         for k in &inst.launches {
@@ -242,7 +274,7 @@ impl Replay {
         }
         for (src, o) in inst.outputs.iter().zip(outputs) {
             o.prepare_on(s)?;
-            copy_launch(s, src, o)?;
+            copy_launch(s, src, o, Caller::Writes)?;
             o.mark_written(s);
         }
         Ok(())

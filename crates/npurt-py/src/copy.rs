@@ -39,7 +39,7 @@ fn copy_now(py: Python<'_>, d: &Operand<'_>, s: &Operand<'_>, nbytes: Option<usi
     for a in [d.tensor(), s.tensor()].into_iter().flatten() {
         crate::wait::host_access(py, a, None)?;
     }
-    let (da, sa) = (d.array(py, n)?, s.array(py, n)?);
+    let (da, sa) = (d.array(py, n)?, s.source(py, n)?);
     numpy(py)?.getattr("copyto")?.call1((da, sa))?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::args::type_name;
 use crate::array::PyArray;
 use crate::errors::{array_err, type_error, value_error, IntoPy};
 use crate::memory::as_native;
-use crate::pybuf::{native_array, numpy, read_bytes, view_array, PyMemView};
+use crate::pybuf::{native_array, numpy, read_bytes, read_only_array, view_array, PyMemView};
 use crate::view::PyBufferView;
 use npurt_core::memory::{AnyBuffer, Buffer, BufferView};
 use npurt_kernels::copies::{self, Side};
@@ -77,6 +77,24 @@ impl<'py> Operand<'py> {
             Operand::Native(b) => native_array(py, b, n),
             Operand::View(v) => view_array(py, v, n),
             Operand::Tensor(a) => view_array(py, &copies::array_bytes(a, "memcpy").map_err(array_err)?, n),
+            Operand::Pageable(_) => self.source(py, n),
+        }
+    }
+
+    /// The first `n` bytes (already validated) as a numpy array the host only reads (a
+    /// copy's source): npurt memory read-only, counted by racecheck as a host read of them.
+    pub(crate) fn source(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+        let read = |buf: &AnyBuffer, addr: usize| read_only_array(py, buf, addr, n, "memcpy");
+        match self {
+            Operand::Native(b) => read(b, b.addr()),
+            Operand::View(v) => {
+                v.check().py_err()?;
+                read(v.buffer(), v.addr())
+            }
+            Operand::Tensor(a) => {
+                let v = copies::array_bytes(a, "memcpy").map_err(array_err)?;
+                read(v.buffer(), v.addr())
+            }
             Operand::Pageable(a) => {
                 let part = a.get_item(PySlice::new(py, 0, n as isize, 1))?;
                 let np = numpy(py)?;

@@ -30,6 +30,7 @@ pub(crate) struct PyMemView {
     _buf: AnyBuffer,
     addr: usize,
     nbytes: usize,
+    readonly: bool,
 }
 
 #[pymethods]
@@ -40,7 +41,7 @@ impl PyMemView {
         d.set_item("version", 3)?;
         d.set_item("shape", (self.nbytes,))?;
         d.set_item("typestr", "|u1")?;
-        d.set_item("data", (self.addr, false))?;
+        d.set_item("data", (self.addr, self.readonly))?;
         Ok(d)
     }
 }
@@ -56,26 +57,73 @@ impl PyMemView {
 pub(crate) fn native_array<'py>(py: Python<'py>, buf: &AnyBuffer, n: usize) -> PyResult<Bound<'py, PyAny>> {
     use npurt_core::memory::Buffer;
     buf.check().py_err()?;
-    mem_view_array(py, buf.clone(), buf.addr(), n.min(buf.nbytes()))
+    mem_view_array(py, buf.clone(), buf.addr(), n.min(buf.nbytes()), HostUse::Write)
 }
 
 /// A 1-D uint8 numpy array over the first `n` bytes of `view` (checked usable, `n` ≤ size).
 pub(crate) fn view_array<'py>(py: Python<'py>, view: &BufferView, n: usize) -> PyResult<Bound<'py, PyAny>> {
     use npurt_core::memory::Buffer;
     view.check().py_err()?;
-    mem_view_array(py, view.buffer().clone(), view.addr(), n.min(view.nbytes()))
+    mem_view_array(
+        py,
+        view.buffer().clone(),
+        view.addr(),
+        n.min(view.nbytes()),
+        HostUse::Write,
+    )
+}
+
+/// A read-only 1-D uint8 numpy array over `addr..addr+nbytes` of `buf` (checked usable and
+/// inside it), counted by racecheck as a host read of exactly those bytes, labelled `what`.
+pub(crate) fn read_only_array<'py>(
+    py: Python<'py>,
+    buf: &AnyBuffer,
+    addr: usize,
+    nbytes: usize,
+    what: &'static str,
+) -> PyResult<Bound<'py, PyAny>> {
+    use npurt_core::memory::Buffer;
+    buf.check().py_err()?;
+    let inside = addr >= buf.addr() && addr.checked_add(nbytes).is_some_and(|e| e <= buf.addr() + buf.nbytes());
+    if !inside {
+        return Err(to_py(Error::invalid(format!(
+            "{what}: bytes {addr:#x}+{nbytes} lie outside the {}-byte buffer at {:#x}",
+            buf.nbytes(),
+            buf.addr()
+        ))));
+    }
+    mem_view_array(py, buf.clone(), addr, nbytes, HostUse::Read(what))
+}
+
+/// What the host does through a view, as racecheck counts it.
+enum HostUse {
+    /// Anything (a writable view: what the host then does is invisible; counted a write).
+    Write,
+    /// Reads only (a read-only view), labelled.
+    Read(&'static str),
 }
 
 /// `addr..addr+nbytes` must lie inside `buf` (the callers take it from a buffer or view).
-fn mem_view_array<'py>(py: Python<'py>, buf: AnyBuffer, addr: usize, nbytes: usize) -> PyResult<Bound<'py, PyAny>> {
+fn mem_view_array<'py>(
+    py: Python<'py>,
+    buf: AnyBuffer,
+    addr: usize,
+    nbytes: usize,
+    usage: HostUse,
+) -> PyResult<Bound<'py, PyAny>> {
+    let readonly = matches!(usage, HostUse::Read(_));
     if npurt_core::sanitizer::on() {
-        // racecheck: what the host does through the view is invisible; count it a write now.
-        npurt_core::sanitizer::race::host_access(addr, nbytes, true, "numpy view of npurt memory");
+        let (write, what) = match usage {
+            HostUse::Write => (true, "numpy view of npurt memory"),
+            HostUse::Read(what) => (false, what),
+        };
+        npurt_core::sanitizer::race::host_access(addr, nbytes, write, what);
     }
     let view = PyMemView {
         _buf: buf,
         addr,
         nbytes,
+        readonly,
     };
     numpy(py)?.getattr("asarray")?.call1((Bound::new(py, view)?,))
 }

@@ -256,8 +256,7 @@ class DeviceArray:
         name = src._a.dtype
         if src.size == 0:
             return np.empty(src.shape, dtype=np.float32 if name == "bfloat16" else name)
-        off = src._a.offset
-        raw = src._a._host_bytes()[off : off + src.nbytes]
+        raw = src._a._host_read()  # the array's bytes, read-only: a host read of them
         if name == "bfloat16":
             return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(src.shape)
         return raw.view(name).reshape(src.shape).copy()

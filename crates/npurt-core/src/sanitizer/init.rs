@@ -6,15 +6,15 @@
 //! since its allocation (a block handed out again by its pool starts unwritten). Writes are
 //! the destinations of copies and memsets, kernel outputs, arrays marked written (model
 //! replays, collectives: every array a task writes is marked), and host accesses (a numpy
-//! view counts as written: what the host does through it is invisible). All in program
-//! order: a read queued after a write counts as initialised even when no event orders the
-//! two (that is racecheck's finding). A strided view counts as its whole byte span. Each
+//! view counts as written: what the host does through it is invisible; `to_host` reads).
+//! All in program order: a read queued after a write counts as initialised even when no
+//! event orders the two (that is racecheck's finding). A strided view counts as its whole byte span. Each
 //! uninitialised range is reported once (then counts as written).
 
 use super::race::Access;
 use super::report::{self, Finding};
-use crate::memory::events::{self, MemAction, MemEvent, MemObserver, MemSubscription};
-use parking_lot::Mutex;
+use super::tool::Tool;
+use crate::memory::events::{MemAction, MemEvent, MemObserver};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -26,27 +26,14 @@ struct State {
     allocs: BTreeMap<usize, (usize, u32)>,
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
-static SUB: Mutex<Option<MemSubscription>> = Mutex::new(None);
+static STATE: Tool<State> = Tool::new(super::INITCHECK);
 
 pub(super) fn start() {
-    STATE.lock().get_or_insert_with(State::default);
-    let mut sub = SUB.lock();
-    if sub.is_none() {
-        *sub = Some(events::subscribe(Arc::new(Blocks)));
-    }
+    STATE.start(State::default, Some(|| Arc::new(Blocks)));
 }
 
 pub(super) fn stop() {
-    SUB.lock().take();
-    STATE.lock().take();
-}
-
-fn with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    if !super::enabled(super::INITCHECK) {
-        return None;
-    }
-    STATE.lock().as_mut().map(f)
+    STATE.stop();
 }
 
 /// New blocks start unwritten; freed ones are forgotten.
@@ -64,7 +51,7 @@ impl MemObserver for Blocks {
         } else {
             0
         };
-        with(|st| {
+        STATE.with(|st| {
             st.unwrite(e.addr, e.addr.saturating_add(e.size));
             if alloc {
                 st.allocs.insert(e.addr, (e.size, site));
@@ -77,13 +64,13 @@ impl MemObserver for Blocks {
 
 /// `[start, start + len)` was written (an array marked written by its task).
 pub fn written(start: usize, len: usize) {
-    with(|st| st.write(start, start.saturating_add(len)));
+    STATE.with(|st| st.write(start, start.saturating_add(len)));
 }
 
 /// The accesses of one task or host step, in order (reads are checked before the step's
 /// writes count); `what` names it, `site` is where it was issued.
 pub(super) fn accesses(list: &[Access], what: &str, site: u32) {
-    let found = with(|st| {
+    let found = STATE.with(|st| {
         let mut found = Vec::new();
         for a in list.iter().filter(|a| !a.write) {
             found.extend(st.read(a.start, a.start.saturating_add(a.len), what, site));

@@ -17,9 +17,9 @@
 use super::quarantine::{release, sweep, Freed};
 use super::redzone::{self, Zone};
 use super::report::{self, Finding};
+use super::tool::Tool;
 use super::trap;
 use crate::memory::AnyBuffer;
-use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Most bytes kept in the quarantine (oldest blocks leave first).
@@ -49,23 +49,20 @@ pub(super) struct State {
     pub(super) slots: Vec<bool>,
 }
 
-pub(super) static STATE: Mutex<Option<State>> = Mutex::new(None);
+pub(super) static STATE: Tool<State> = Tool::new(super::MEMCHECK);
 
 pub(super) fn start() {
-    let mut g = STATE.lock();
-    if g.is_none() {
-        *g = Some(State {
-            slots: vec![false; trap::SLOTS],
-            ..State::default()
-        });
-    }
+    let make = || State {
+        slots: vec![false; trap::SLOTS],
+        ..State::default()
+    };
+    STATE.start(make, None);
 }
 
 /// Forgets everything; quarantined blocks are unprotected and go back to their pools,
 /// live blocks' redzones are unprotected.
 pub(super) fn stop() {
-    let st = STATE.lock().take();
-    if let Some(mut st) = st {
+    if let Some(mut st) = STATE.stop() {
         for f in std::mem::take(&mut st.quarantine) {
             release(&mut st, f);
         }
@@ -75,13 +72,6 @@ pub(super) fn stop() {
             }
         }
     }
-}
-
-fn with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    if !super::enabled(super::MEMCHECK) {
-        return None;
-    }
-    STATE.lock().as_mut().map(f)
 }
 
 fn device_of(b: &AnyBuffer) -> Option<u32> {
@@ -112,7 +102,7 @@ pub fn raw_alloc_sized(buf: &AnyBuffer, size: usize) {
         return;
     }
     let site = super::stack_here();
-    with(|st| {
+    STATE.with(|st| {
         sweep(st);
         let base = buf.addr();
         let size = size.min(buf.nbytes());
@@ -152,7 +142,7 @@ pub fn raw_free(buf: &AnyBuffer) {
         return;
     }
     let free_site = super::stack_here();
-    with(|st| {
+    STATE.with(|st| {
         let base = buf.addr();
         let Some(mut raw) = st.live.remove(&base) else {
             return;
@@ -185,48 +175,49 @@ pub fn bad_free(addr: usize, api: &str) -> bool {
         return false;
     }
     let site = super::stack_here();
-    with(|st| {
-        if let Some(f) = st.quarantine.iter().rev().find(|f| f.base == addr) {
-            let m = format!(
-                "Invalid {api} of {addr:#x}: double free of {} B of {}",
-                f.size,
-                what(f.device)
-            );
-            report::push(
-                Finding::new("memcheck", "double-free", m)
-                    .site("freed again at", site)
-                    .site("first freed at", f.free_site)
-                    .site("allocated at", f.alloc_site),
-            );
-            return true;
-        }
-        let inside = st.live.range(..=addr).next_back().filter(|(b, r)| addr < *b + r.size);
-        let mut f = Finding::new(
-            "memcheck",
-            "invalid-free",
-            format!("Invalid {api} of {addr:#x}: not the start of a live allocation"),
-        )
-        .site("freed at", site);
-        if let Some((b, r)) = inside {
-            f = f
-                .detail(format!(
-                    "{addr:#x} is {} B inside a {} B allocation at {b:#x}",
-                    addr - b,
-                    r.size
-                ))
-                .site("allocated at", r.site);
-        }
-        report::push(f);
-        true
-    })
-    .unwrap_or(false)
+    STATE
+        .with(|st| {
+            if let Some(f) = st.quarantine.iter().rev().find(|f| f.base == addr) {
+                let m = format!(
+                    "Invalid {api} of {addr:#x}: double free of {} B of {}",
+                    f.size,
+                    what(f.device)
+                );
+                report::push(
+                    Finding::new("memcheck", "double-free", m)
+                        .site("freed again at", site)
+                        .site("first freed at", f.free_site)
+                        .site("allocated at", f.alloc_site),
+                );
+                return true;
+            }
+            let inside = st.live.range(..=addr).next_back().filter(|(b, r)| addr < *b + r.size);
+            let mut f = Finding::new(
+                "memcheck",
+                "invalid-free",
+                format!("Invalid {api} of {addr:#x}: not the start of a live allocation"),
+            )
+            .site("freed at", site);
+            if let Some((b, r)) = inside {
+                f = f
+                    .detail(format!(
+                        "{addr:#x} is {} B inside a {} B allocation at {b:#x}",
+                        addr - b,
+                        r.size
+                    ))
+                    .site("allocated at", r.site);
+            }
+            report::push(f);
+            true
+        })
+        .unwrap_or(false)
 }
 
 /// `[addr, addr + n)` is being used by `api`: reported (true) when it touches a
 /// quarantined (freed) block or a live block's redzone (`padding`).
 pub fn check_freed(addr: usize, n: usize, api: &str) -> bool {
     let end = addr.saturating_add(n.max(1));
-    let zone = with(|st| {
+    let zone = STATE.with(|st| {
         let (b, r) = st.live.range(..end).next_back()?;
         let z = r.zone.as_ref()?;
         (addr < z.end() && z.start < end).then_some((*b, r.size, r.site))
@@ -236,7 +227,7 @@ pub fn check_freed(addr: usize, n: usize, api: &str) -> bool {
         report::push(redzone::reached(api, addr, n, base, size, alloc_site, site));
         return true;
     }
-    let hit = with(|st| {
+    let hit = STATE.with(|st| {
         let f = st
             .quarantine
             .iter()
@@ -269,7 +260,7 @@ pub fn out_of_bounds(op: &str, side: &str, addr: Option<usize>, offset: usize, n
         return;
     }
     let site = super::stack_here();
-    with(|st| {
+    STATE.with(|st| {
         let at = addr.map_or_else(String::new, |a| format!(" at {a:#x}"));
         let mut f = Finding::new(
             "memcheck",
@@ -299,7 +290,7 @@ fn leak(base: usize, r: &Raw, when: &str) -> Finding {
 
 /// Device `device` is being reset: its explicit-free allocations still live leak.
 pub fn device_reset(device: u32) {
-    with(|st| {
+    STATE.with(|st| {
         let gone: Vec<usize> = st
             .live
             .iter()
@@ -318,7 +309,7 @@ pub fn device_reset(device: u32) {
 
 /// The program ends: every explicit-free allocation still live leaks.
 pub fn at_exit() {
-    with(|st| {
+    STATE.with(|st| {
         for (b, mut r) in std::mem::take(&mut st.live) {
             retire(st, b, &mut r, "at exit", 0);
             if !r.reported {
@@ -330,13 +321,13 @@ pub fn at_exit() {
 
 /// The number of the next explicit-free allocation (the start of a `check` block).
 pub fn mark() -> u64 {
-    with(|st| st.next_seq + 1).unwrap_or(0)
+    STATE.with(|st| st.next_seq + 1).unwrap_or(0)
 }
 
 /// A `check` block ends: its explicit-free allocations (numbers from `since` on) still
 /// live leak. They stay tracked (a later free is fine), reported once.
 pub fn leaks_since(since: u64) {
-    with(|st| {
+    STATE.with(|st| {
         for (b, r) in st.live.iter_mut().filter(|(_, r)| r.seq >= since && !r.reported) {
             r.reported = true;
             report::push(leak(*b, r, "at the end of the check"));

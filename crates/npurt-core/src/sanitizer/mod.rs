@@ -29,6 +29,7 @@ pub mod report;
 pub mod sync;
 #[cfg(test)]
 mod tests;
+mod tool;
 mod trap;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
@@ -185,10 +186,14 @@ pub(crate) fn on_refused(what: &str) {
     }
 }
 
-/// Stream `s` is destroyed dropping its queued work.
+/// Stream `s` is destroyed dropping its queued work (called before the drop).
 #[cold]
 pub(crate) fn on_force_destroy(s: &crate::stream::StreamInner) {
-    sync::stream_destroyed(s.id, s.timeline.completed());
+    let done = s.timeline.completed();
+    sync::stream_destroyed(s.id, done);
+    // Task `done` may be running and `done + 1` may start before the drop is seen; the
+    // tasks after them never run.
+    race::dropped(s.id, done + 2);
 }
 
 /// A copy or memset: queued on `stream`, or (`None`) done now by the host thread;

@@ -5,14 +5,15 @@
 //! What counts as an access: a copy or memset (its source read, its destination written),
 //! a device-array kernel (its inputs' byte spans read, its output's written), a copy on the
 //! calling thread, a numpy view or buffer export of npurt memory (a host write: the
-//! runtime cannot see what the host then does through it). A host callback's accesses are
+//! runtime cannot see what the host then does through it), `to_host`'s read-only view (a
+//! host read of the array's byte span). A host callback's accesses are
 //! its task's. The shadow of a block is forgotten when the block goes back to its pool
 //! (the pool hands it out again only after every task using it ran).
 
 use super::clock::{History, VClock, HOST};
 use super::race_report::{publish, Race};
-use crate::memory::events::{self, MemAction, MemEvent, MemObserver, MemSubscription};
-use parking_lot::Mutex;
+use super::tool::Tool;
+use crate::memory::events::{MemAction, MemEvent, MemObserver};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -59,8 +60,7 @@ pub(super) struct State {
 /// Accesses staged for the next task: `(stream, what, accesses)`.
 type Staged = (u64, Arc<str>, Vec<Access>);
 
-pub(super) static STATE: Mutex<Option<State>> = Mutex::new(None);
-static SUB: Mutex<Option<MemSubscription>> = Mutex::new(None);
+pub(super) static STATE: Tool<State> = Tool::new(super::RACECHECK);
 static NEXT_HOST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 thread_local! {
@@ -73,23 +73,11 @@ thread_local! {
 }
 
 pub(super) fn start() {
-    STATE.lock().get_or_insert_with(State::default);
-    let mut sub = SUB.lock();
-    if sub.is_none() {
-        *sub = Some(events::subscribe(Arc::new(Blocks)));
-    }
+    STATE.start(State::default, Some(|| Arc::new(Blocks)));
 }
 
 pub(super) fn stop() {
-    SUB.lock().take();
-    STATE.lock().take();
-}
-
-fn with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    if !super::enabled(super::RACECHECK) {
-        return None;
-    }
-    STATE.lock().as_mut().map(f)
+    STATE.stop();
 }
 
 /// Forgets blocks going back to their pools; remembers new ones' allocation stacks.
@@ -105,13 +93,13 @@ impl MemObserver for Blocks {
                 } else {
                     crate::profiler::site::capture(false, false)
                 };
-                with(|st| {
+                STATE.with(|st| {
                     st.forget(e.addr, e.size);
                     st.allocs.insert(e.addr, (e.size, site));
                 });
             }
             MemAction::Free => {
-                with(|st| {
+                STATE.with(|st| {
                     st.forget(e.addr, e.size);
                     st.allocs.remove(&e.addr);
                 });
@@ -123,7 +111,14 @@ impl MemObserver for Blocks {
 
 /// Pinned or other memory at `[start, start + len)` went back to its allocator.
 pub fn forget(start: usize, len: usize) {
-    with(|st| st.forget(start, len));
+    STATE.with(|st| st.forget(start, len));
+}
+
+/// Stream `stream`'s tasks from position `first` on were dropped (a forced destroy): they
+/// never run, so their accesses are forgotten (what they had superseded stays forgotten:
+/// races with it may be missed, none is invented).
+pub(super) fn dropped(stream: u64, first: u64) {
+    STATE.with(|st| st.shadow.retain(|_, r| r.who != stream || r.tick <= first));
 }
 
 /// The accesses of the next kernel or copy this thread queues on stream `stream`.
@@ -155,7 +150,7 @@ pub(super) fn submitted(stream: u64, pos: u64, site: u32, staged: bool) {
     }
     let cb = CALLBACK.with(Cell::get);
     let hid = host_id();
-    let found = with(|st| {
+    let found = STATE.with(|st| {
         // Program order: what this thread did before happens before the task.
         let before = match cb {
             Some((s, p)) => st.stream(s).at_task(s, p),
@@ -175,7 +170,7 @@ pub(super) fn submitted(stream: u64, pos: u64, site: u32, staged: bool) {
 
 /// Stream `waiter` (next task: `from`) waits for the first `count` tasks of `on`.
 pub(super) fn wait(waiter: u64, from: u64, on: u64, count: u64) {
-    with(|st| {
+    STATE.with(|st| {
         let k = st.stream(on).at_count(on, count);
         st.stream(waiter).merge_from(from, &k);
     });
@@ -184,7 +179,7 @@ pub(super) fn wait(waiter: u64, from: u64, on: u64, count: u64) {
 /// This host thread saw the first `count` tasks of `stream` complete (a sync).
 pub(super) fn host_sync(stream: u64, count: u64) {
     let hid = host_id();
-    with(|st| {
+    STATE.with(|st| {
         let k = st.stream(stream).at_count(stream, count);
         st.host(hid).clock.merge(&k);
     });
@@ -224,7 +219,7 @@ pub fn host_access(start: usize, len: usize, write: bool, what: &str) {
     let hid = host_id();
     let a = Access { start, len, write };
     let what: Arc<str> = Arc::from(what);
-    let found = with(|st| {
+    let found = STATE.with(|st| {
         let mut found = Vec::new();
         match cb {
             Some((s, p)) => {

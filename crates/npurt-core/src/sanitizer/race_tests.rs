@@ -204,3 +204,32 @@ fn off_the_hooks_record_nothing() {
     });
     assert!(f.is_empty());
 }
+
+#[test]
+fn work_dropped_by_a_forced_destroy_is_forgotten() {
+    let f = checked(RACECHECK, || {
+        let s = Stream::clone(&streams().0);
+        let mem = crate::alloc::device_memory(0).unwrap();
+        let a = memory::malloc_on(&mem, 4096, PagePolicy::HugeFirst).unwrap();
+        let (early, late) = (memory::malloc_host(4096).unwrap(), memory::malloc_host(4096).unwrap());
+        let (go, gate) = std::sync::mpsc::channel::<()>();
+        let hold = move || {
+            let _ = gate.recv_timeout(std::time::Duration::from_secs(30)); // task 0 runs
+            Ok(())
+        };
+        s.launch_engine(crate::Engine::Host, Box::new(hold)).unwrap();
+        memory::memcpy_async(&a, &early, None, &s).unwrap(); // task 1: may start before the drop is seen
+        memory::memcpy_async(&a, &late, None, &s).unwrap(); // task 2: dropped
+        memory::memcpy_async(&late, &a, None, &s).unwrap(); // task 3: dropped
+        s.destroy(true).unwrap();
+        race::host_access(late.addr(), 4096, true, "numpy view"); // nothing will touch it
+        race::host_access(early.addr(), 4096, true, "numpy view"); // task 1 might
+        go.send(()).unwrap();
+    });
+    assert_eq!(kinds(&f), ["host-race"], "{f:?}");
+    assert!(
+        f[0].message.contains("(Memcpy HtoD, task 1)"),
+        "only the task that may run is kept: {}",
+        f[0].message
+    );
+}

@@ -8,8 +8,8 @@
 //!   lock-free ring makes it work here, the card does not promise it) — a portability error.
 
 use super::report::{self, Finding};
+use super::tool::Tool;
 use crate::stream::StreamInner;
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
@@ -51,28 +51,21 @@ struct State {
     acl: HashMap<u64, Option<(u64, u32)>>,
 }
 
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+static STATE: Tool<State> = Tool::new(super::SYNCCHECK);
 
 pub(super) fn start() {
-    STATE.lock().get_or_insert_with(State::default);
+    STATE.start(State::default, None);
 }
 
 pub(super) fn stop() {
-    STATE.lock().take();
-}
-
-fn with<R>(f: impl FnOnce(&mut State) -> R) -> Option<R> {
-    if !super::enabled(super::SYNCCHECK) {
-        return None;
-    }
-    STATE.lock().as_mut().map(f)
+    STATE.stop();
 }
 
 /// Stream `waiter` waits on `event` (`None`: never recorded) pointing at `on`'s first
 /// `target` tasks.
 pub(super) fn event_wait(waiter: &Arc<StreamInner>, event: usize, point: Option<&(Arc<StreamInner>, u64)>) {
     let site = crate::profiler::site::capture(false, false);
-    let f = with(|st| match point {
+    let f = STATE.with(|st| match point {
         None => Some(
             Finding::new(
                 "synccheck",
@@ -105,7 +98,7 @@ pub(super) fn event_wait(waiter: &Arc<StreamInner>, event: usize, point: Option<
 /// Stream `waiter` waits on `on`'s first `target` tasks (a stream wait).
 pub(super) fn stream_wait(waiter: &Arc<StreamInner>, on: u64, target: u64) {
     let site = crate::profiler::site::capture(false, false);
-    with(|st| {
+    STATE.with(|st| {
         st.remember(Waiting {
             event: None,
             on,
@@ -164,14 +157,14 @@ fn destroyed(what: String, waiters: Vec<(u64, u32)>) {
 
 /// An event (its address) is destroyed explicitly.
 pub fn event_destroyed(event: usize) {
-    if let Some(w) = with(|st| st.waiters(|w| w.event == Some(event))) {
+    if let Some(w) = STATE.with(|st| st.waiters(|w| w.event == Some(event))) {
         destroyed("Event destroyed".to_string(), w);
     }
 }
 
 /// Stream `id` is destroyed dropping its queued work.
 pub(super) fn stream_destroyed(id: u64, completed: u64) {
-    if let Some(w) = with(|st| st.waiters(|w| w.on == id && w.target > completed)) {
+    if let Some(w) = STATE.with(|st| st.waiters(|w| w.on == id && w.target > completed)) {
         destroyed(
             format!("Stream {id} force-destroyed with work another stream waits for"),
             w,
@@ -181,7 +174,7 @@ pub(super) fn stream_destroyed(id: u64, completed: u64) {
 
 /// Stream `id` belongs to pyACL code (`acl.rt.create_stream`): one host thread may feed it.
 pub fn mark_acl_stream(id: u64) {
-    with(|st| st.acl.insert(id, None));
+    STATE.with(|st| st.acl.insert(id, None));
 }
 
 /// A host thread queued a task on stream `id` at `site` (pyACL streams only).
@@ -190,7 +183,7 @@ pub(super) fn submitted(id: u64, site: u32) {
         return;
     }
     let tid = crate::profiler::thread_id();
-    let f = with(|st| {
+    let f = STATE.with(|st| {
         let slot = st.acl.get_mut(&id)?;
         match *slot {
             Some((t, first)) if t != tid => {
@@ -222,7 +215,7 @@ pub(super) fn submitted(id: u64, site: u32) {
 /// A host callback (of task `pos` on `stream`) made the blocking call `what`.
 pub(super) fn blocked_in_callback(what: &str, stream: u64, pos: u64) {
     let site = crate::profiler::site::capture(false, false);
-    let f = with(|_| {
+    let f = STATE.with(|_| {
         Finding::new(
             "synccheck",
             "callback-blocks",

@@ -14,7 +14,7 @@ use crate::args::cast_arg;
 use crate::device::device_id;
 use crate::errors::{array_err, kernel_arg, type_error, value_error, IntoPy};
 use crate::gil::{detach_above, GIL_FREE_ALLOC};
-use crate::pybuf::native_array;
+use crate::pybuf::{native_array, read_only_array};
 use crate::stream::stream_or_current;
 use npurt_core::memory::AnyBuffer;
 use npurt_kernels::array::{self as karray, DeviceArray};
@@ -165,6 +165,13 @@ impl PyArray {
     fn _host_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let b = self.a.buffer();
         native_array(py, &AnyBuffer::Device(b.clone()), b.nbytes())
+    }
+    /// A read-only uint8 numpy view of the array's byte span (its first to its last
+    /// element's bytes): `to_host`'s, which has synchronized the writers first. racecheck
+    /// counts it as a host read of exactly those bytes, not a write of the buffer.
+    fn _host_read<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let (start, len) = self.a.tensor().byte_span();
+        read_only_array(py, &AnyBuffer::Device(self.a.buffer().clone()), start, len, "to_host")
     }
     /// Records `stream` (or the current stream) as the buffer's last writer.
     #[pyo3(signature = (stream=None))]
