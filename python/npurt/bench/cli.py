@@ -31,7 +31,7 @@ from . import kernels as kb
 from . import memory as mem
 from . import report as rep
 from . import throughput as tp
-from .runner import Progress, Step, execute
+from .runner import Progress, Step, execute, settle_blas
 from .workloads import (
     baseline_launch_rate,
     baseline_round_trip_us,
@@ -170,8 +170,18 @@ class _LimitedThreads(tp.NumpyThreads):
             self._restore()
 
 
-def _numpy_inline(sp: tp.Spec, streams: int) -> tp.NumpyThreads:
-    return tp.NumpyThreads(sp, streams, threaded=False)
+class _NumpyInline(tp.NumpyThreads):
+    """numpy on the calling thread with all its BLAS threads; closing waits until those
+    threads stop spinning, so the next npurt figure gets the cores."""
+
+    def __init__(self, sp: tp.Spec, streams: int) -> None:
+        super().__init__(sp, streams, threaded=False)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            settle_blas()
 
 
 def _runners(wl: str, quick: bool, counts: List[int], reps: int, launches: int, baselines: List[str],
@@ -182,7 +192,7 @@ def _runners(wl: str, quick: bool, counts: List[int], reps: int, launches: int, 
     if "python_threads" in baselines:
         out.append(("python_threads", counts, _LimitedThreads, every, reps, True))
     if "numpy" in baselines and wl in NUMPY_WORKLOADS:
-        out.append(("numpy", [1], _numpy_inline, {1: max(8, launches // 16)}, reps, True))
+        out.append(("numpy", [1], _NumpyInline, {1: max(8, launches // 16)}, reps, True))
     if wl in KERNEL_BASELINES and "pocl" in baselines and _available("pocl", skipped):
         n = {s: max(launches // 10, s) for s in counts} if wl == "empty" else every  # PoCL: ~300k/s
         out.append(("pocl", counts, bl.PoclStreams, n, reps, True))

@@ -14,6 +14,30 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, TextIO
 
+# How long OpenBLAS's threads keep spinning after a multi-threaded call (measured: one core
+# busy for ~100 ms after a 256² matmul on 2 threads), with a margin.
+BLAS_SPIN_S = 0.15
+
+
+def one_blas_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` with numpy's BLAS on the calling thread only (when threadpoolctl is there):
+    a multi-threaded BLAS call, such as a float64 reference matmul, leaves OpenBLAS's
+    threads spinning for ~0.1 s after it, on a core npurt's workers need for the next
+    figure (256³ matmuls measured after a check ran at one core's speed)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return fn()
+    with threadpool_limits(limits=1, user_api="blas"):
+        return fn()
+
+
+def settle_blas() -> None:
+    """Waits until OpenBLAS's threads, spinning after a baseline's multi-threaded calls,
+    have parked, so that the next npurt figure gets the cores (without this, the
+    throughput rows measured right after "numpy on the calling thread" lost up to half)."""
+    time.sleep(BLAS_SPIN_S)
+
 
 def stats(samples: Sequence[float]) -> Dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}

@@ -20,6 +20,7 @@ import numpy as np
 import npurt
 
 from . import baselines
+from .runner import one_blas_thread
 
 VARIANTS = 3
 GELU_C = float(np.sqrt(2.0 / np.pi))
@@ -373,7 +374,7 @@ def check(runner: Any, cores: int) -> Dict[str, Any]:
                 raise RuntimeError(f"busy: {rate:,.0f} kernels/s is faster than {cores} cores can spin 1 ms kernels")
         return res
     worst = 0.0
-    refs = [sp.reference(v).astype(np.float32) for v in range(min(VARIANTS, len(outs)))]
+    refs = [one_blas_thread(lambda v=v: sp.reference(v)).astype(np.float32) for v in range(min(VARIANTS, len(outs)))]
     tols = [1e-4 + 1e-4 * float(np.max(np.abs(r))) for r in refs]
     for k, out in enumerate(outs):
         ref, tol = refs[k % VARIANTS], tols[k % VARIANTS]
