@@ -351,3 +351,61 @@ fn profiler_hook_sees_every_task_with_ordered_times() {
     assert_eq!(recs[1].spans.iter().map(|c| c.blocks).sum::<u32>(), 3);
     s.destroy(false).unwrap();
 }
+
+/// A chain of 40 streams, each waiting for the previous one's record and then recording its
+/// own: the head's record completes every wait in one cascade of resumed streams (each
+/// resume runs the next stream's tasks on the same thread, nested up to a limit, then on a
+/// worker). Every eighth stream also runs a callback; runs of seven record-and-wait streams
+/// between them nest deeper than the limit. Every stream finishes, callbacks in chain order.
+#[test]
+fn a_long_chain_of_waits_completes_in_order() {
+    let c = ctx(0);
+    let n = 40;
+    let streams: Vec<_> = (0..n).map(|_| c.create_stream(0).unwrap()).collect();
+    let events: Vec<_> = (0..n).map(|_| c.create_event(false).unwrap()).collect();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    // The head holds until everything is queued, so the chain completes in one cascade.
+    let gate = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let g = gate.clone();
+    streams[0]
+        .launch_engine(
+            Engine::Host,
+            Box::new(move || {
+                while !g.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                Ok(())
+            }),
+        )
+        .unwrap();
+    for i in 0..n {
+        if i > 0 {
+            streams[i].wait_event(&events[i - 1]).unwrap();
+        }
+        if i % 8 == 0 || i == n - 1 {
+            let o = order.clone();
+            streams[i]
+                .launch_engine(
+                    Engine::Host,
+                    Box::new(move || {
+                        o.lock().unwrap().push(i);
+                        Ok(())
+                    }),
+                )
+                .unwrap();
+        }
+        events[i].record(&streams[i]).unwrap();
+    }
+    gate.store(true, Ordering::Release);
+    streams[n - 1].synchronize(Some(Duration::from_secs(30))).unwrap();
+    let want: Vec<usize> = (0..n).filter(|i| i % 8 == 0 || *i == n - 1).collect();
+    assert_eq!(*order.lock().unwrap(), want);
+    assert!(
+        events.iter().all(|e| e.query().unwrap()),
+        "an event of the chain never completed"
+    );
+    for s in streams {
+        s.synchronize(Some(Duration::from_secs(10))).unwrap();
+        s.destroy(false).unwrap();
+    }
+}
