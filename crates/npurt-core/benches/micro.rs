@@ -47,6 +47,23 @@ fn main() -> Result<(), npurt_core::Error> {
         s.synchronize(None).unwrap();
     });
     println!("launch + synchronize round trip:   {rt:8.1} ns");
+    // Launches round-robin over S streams (what `python -m npurt.bench`'s empty workload
+    // does): a stream its worker drained meanwhile goes back on the ready list.
+    let many: Vec<_> = (0..64).map(|_| ctx.create_stream(0)).collect::<Result<_, _>>()?;
+    for n in [1usize, 2, 4, 8, 64] {
+        let mut i = 0;
+        let per = measure(1_000_000, || {
+            many[i % n].launch(k.clone(), 1).unwrap();
+            i += 1;
+        });
+        for m in &many[..n] {
+            m.synchronize(None)?;
+        }
+        println!("launch round-robin over {n:2} streams: {per:8.1} ns");
+    }
+    for m in many {
+        m.destroy(false)?;
+    }
     s.destroy(false)?;
     drop(ev);
     registry::reset_device(0)?;

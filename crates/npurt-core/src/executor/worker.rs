@@ -10,7 +10,7 @@ use crate::profiler::{TaskKind, TaskRecord, NO_CORE};
 use crate::stream::task::{Op, Task};
 use crate::stream::StreamInner;
 use crate::thread_role::mark_runtime_thread;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -183,7 +183,8 @@ impl Worker {
 
     /// Drains up to `BUDGET` tasks of a stream this worker owns.
     fn run_stream(&mut self, s: Arc<StreamInner>) {
-        if s.inflight.swap(false, AcqRel) {
+        if s.inflight.load(Acquire) {
+            s.inflight.store(false, Relaxed); // only the owner writes it (see start.rs)
             s.timeline.advance(1);
         }
         let mut budget = BUDGET;
