@@ -20,7 +20,7 @@ use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
 use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Release};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -52,12 +52,7 @@ pub(crate) fn start(s: Arc<StreamInner>) {
         s.dev.clone().make_ready(s); // the worker counts an in-flight head
         return;
     }
-    // Only the owner writes `inflight`: a load (no read-modify-write) leaves the stream's
-    // line shared with the pushers that read its state on every launch.
-    if s.inflight.load(Acquire) {
-        s.inflight.store(false, Relaxed);
-        s.timeline.advance(1);
-    }
+    s.complete_inflight();
     let mut budget = BUDGET;
     loop {
         let kernel_next = match s.queue.peek(|t| matches!(t.op, Op::Kernel { .. })) {

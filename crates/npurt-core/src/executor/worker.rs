@@ -183,10 +183,7 @@ impl Worker {
 
     /// Drains up to `BUDGET` tasks of a stream this worker owns.
     fn run_stream(&mut self, s: Arc<StreamInner>) {
-        if s.inflight.load(Acquire) {
-            s.inflight.store(false, Relaxed); // only the owner writes it (see start.rs)
-            s.timeline.advance(1);
-        }
+        s.complete_inflight();
         let mut budget = BUDGET;
         loop {
             let Some(task) = s.queue.pop() else {

@@ -40,6 +40,18 @@ impl StreamInner {
         })
     }
 
+    /// The new owner's first step: counts the head task complete if it finished on the
+    /// thread that handed the stream over (an engine, a wait's completer). Only the owner
+    /// writes the flag, so a load (no read-modify-write) leaves the stream's line shared
+    /// with the pushers that read its state on every launch.
+    #[inline]
+    pub(crate) fn complete_inflight(&self) {
+        if self.inflight.load(Acquire) {
+            self.inflight.store(false, Relaxed);
+            self.timeline.advance(1);
+        }
+    }
+
     /// True when queued tasks must be dropped instead of run (sticky error or abort).
     #[inline]
     pub(crate) fn skipping(&self) -> bool {
