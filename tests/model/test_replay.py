@@ -158,3 +158,31 @@ def test_the_sanitizer_sees_a_replays_copies_of_the_callers_arrays():
         x._host_view()  # the replay read x before y was written: ordered
     assert not rep, rep.text
     np.testing.assert_allclose(got, ref(x.to_host()), rtol=1e-5, atol=1e-6)
+
+
+def test_the_repeat_signature_path_still_checks_every_input():
+    # After a run of device arrays, a run of the same signature skips feed parsing and the
+    # plan lookup (Model.run_async): anything else must still take the checked path.
+    m, ref, shape = _load("mlp")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(shape).astype(np.float32)
+    s = npurt.Stream()
+    xd = npurt.to_device(x)
+    np.testing.assert_allclose(m.run_async([xd], stream=s)[0].to_host(), ref(x), rtol=1e-4, atol=1e-5)
+    y = m.run_async((xd,), stream=s)[0]  # the repeat path, a tuple too
+    np.testing.assert_allclose(y.to_host(), ref(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(npurt.InvalidTypeError, match="int32"):
+        m.run_async([npurt.to_device(x.astype(np.int32))], stream=s)
+    with pytest.raises(npurt.InvalidValueError):
+        m.run_async([xd, xd], stream=s)
+    # A strided view of the right shape: copied to a contiguous input, the right result.
+    wide = npurt.to_device(np.repeat(x, 2, axis=1))
+    view = wide[:, ::2]
+    assert view.shape == xd.shape and not view.is_contiguous
+    np.testing.assert_allclose(m.run_async([view], stream=s)[0].to_host(), ref(x), rtol=1e-4, atol=1e-5)
+    # Another batch size: its own plan, and then the repeat path for it.
+    x2 = rng.standard_normal((shape[0] + 3,) + shape[1:]).astype(np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(m.run_async([npurt.to_device(x2)], stream=s)[0].to_host(), ref(x2), rtol=1e-4, atol=1e-5)
+    # A numpy input after device arrays: the checked path (host data copied in).
+    np.testing.assert_allclose(m.run([x], stream=s)[0].to_host(), ref(x), rtol=1e-4, atol=1e-5)

@@ -28,6 +28,10 @@ const DIRECT: &[Case] = &[
     ([1, 32, 16, 16], [32, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 32),
     ([2, 6, 23, 21], [6, 1, 3, 3], [2, 2], [1, 0, 1, 2], [1, 2], 6),
     ([1, 3, 40, 9], [3, 1, 7, 7], [1, 1], [3, 3, 3, 3], [1, 1], 3),
+    // Depthwise with output rows not a multiple of the 4-row register tile; and several
+    // bands per plane (the last one short) sharing one block's zeroed scratch.
+    ([1, 5, 11, 13], [5, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 5),
+    ([1, 2, 30, 300], [2, 1, 7, 7], [1, 1], [3, 3, 3, 3], [1, 1], 2),
 ];
 
 /// The n-d (GEMM) path's view of a 2-D case: a leading singleton spatial dim.

@@ -1,6 +1,6 @@
 //! Every kernel family under each ISA path this CPU can run (`isa::force`, the test
-//! override): the hand-written SIMD families (elementwise, cast, softmax, norm, reduce)
-//! give bitwise the same results on every path as on the portable (scalar) one; the GEMM
+//! override): the hand-written SIMD families (elementwise, cast, softmax, norm, reduce;
+//! 2-D pools and direct convolutions) give bitwise the same results on every path as on the portable (scalar) one; the GEMM
 //! paths each match an f64 reference within the matmul tolerances and are bitwise
 //! deterministic across block counts; the report follows the override.
 //!
@@ -13,6 +13,7 @@ mod common;
 
 use common::*;
 use npurt_kernels::isa::{self, Family, Isa};
+use npurt_kernels::nn::{self, Epilogue, PoolKind};
 use npurt_kernels::{
     axpy, binary, cast, fill, gemm, layer_norm, log_softmax, matmul, reduce, rms_norm, softmax, unary, BinaryOp, DType,
     GemmArgs, HostTensor, ReduceOp, UnaryOp,
@@ -156,6 +157,71 @@ fn simd_families() -> Vec<(String, Vec<u64>)> {
         push(
             format!("layer_norm {dt:?}"),
             run_all(&o, 0.0, || layer_norm(&v(&xh), None, None, 1e-5, &v(&o), 2)),
+        );
+    }
+    // Pools (2-D rows and whole-window loops) and direct convolutions (few taps and
+    // depthwise, with fused activations): compiled per path, the same bits on each.
+    let (img, _) = random(&mut rng, DType::F32, &[2, 5, 13, 37], -3.0, 3.0);
+    type P = ([usize; 2], [usize; 2], [usize; 4]);
+    let pools: [P; 4] = [
+        ([2, 2], [2, 2], [0; 4]),
+        ([3, 3], [2, 2], [0; 4]),
+        ([3, 3], [1, 1], [0; 4]),
+        ([3, 3], [2, 2], [1; 4]),
+    ];
+    for (k, st, pd) in pools {
+        for kind in [
+            PoolKind::Max,
+            PoolKind::Avg {
+                count_include_pad: false,
+            },
+        ] {
+            let sp: Vec<usize> = (0..2)
+                .map(|d| nn::window_out_len(img.shape()[2 + d], k[d], st[d], pd[d], pd[2 + d], false).unwrap())
+                .collect();
+            let o = HostTensor::zeros(DType::F32, &[2, 5, sp[0], sp[1]]);
+            push(
+                format!("pool {kind:?} {k:?}/{st:?} {pd:?}"),
+                run_all(&o, 0.0, || {
+                    nn::pool(kind, &v(&img), &v(&o), &k, Some(&st), Some(&pd), None, false, 2)
+                }),
+            );
+        }
+    }
+    // (w shape, group, strides, activation)
+    type C = ([usize; 4], usize, [usize; 2], Epilogue);
+    let (x3, _) = random(&mut rng, DType::F32, &[1, 3, 19, 37], -2.0, 2.0);
+    let (x6, _) = random(&mut rng, DType::F32, &[1, 6, 19, 37], -2.0, 2.0);
+    let convs: [C; 3] = [
+        ([13, 3, 3, 3], 1, [1, 1], Epilogue::Relu),
+        ([6, 1, 3, 3], 6, [1, 1], Epilogue::HardSwish),
+        ([6, 1, 5, 5], 6, [2, 1], Epilogue::Clip { lo: 0.0, hi: 6.0 }),
+    ];
+    for (ws, g, st, epi) in convs {
+        let x = if ws[1] * g == 3 { &x3 } else { &x6 };
+        let (w, _) = random(&mut rng, DType::F32, &ws, -1.0, 1.0);
+        let (b, _) = random(&mut rng, DType::F32, &[ws[0]], -1.0, 1.0);
+        let pads = [ws[2] / 2, ws[3] / 2, ws[2] / 2, ws[3] / 2];
+        let sp: Vec<usize> = (0..2)
+            .map(|d| nn::window_out_len(x.shape()[2 + d], ws[2 + d], st[d], pads[d], pads[2 + d], false).unwrap())
+            .collect();
+        let o = HostTensor::zeros(DType::F32, &[1, ws[0], sp[0], sp[1]]);
+        push(
+            format!("conv {ws:?} group {g} {epi:?}"),
+            run_all(&o, 0.0, || {
+                nn::conv(
+                    &v(x),
+                    &v(&w),
+                    Some(&v(&b)),
+                    &v(&o),
+                    Some(&st),
+                    Some(&pads),
+                    None,
+                    g,
+                    epi,
+                    2,
+                )
+            }),
         );
     }
     res

@@ -32,9 +32,27 @@ fn pools_2d_fast_path_matches_the_general_path_bitwise() {
         ([1, 2, 7, 9], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
         ([1, 2, 9, 6], [3, 2], [1, 2], [2, 0, 1, 1], [2, 1], false),
         ([2, 1, 5, 5], [5, 5], [3, 3], [2, 2, 2, 2], [1, 1], true),
+        // Windows wholly inside the input (pool2d's `Whole` loops), odd sizes included.
+        ([1, 3, 9, 11], [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], false),
+        ([2, 2, 7, 35], [3, 3], [1, 1], [0, 0, 0, 0], [1, 1], false),
+        ([1, 4, 5, 37], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
     ];
-    for &(xs, k, st, pd, dl, ceil) in cases {
-        let (x, _) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
+    for (i, &(xs, k, st, pd, dl, ceil)) in cases.iter().enumerate() {
+        let (mut x, _) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);
+        if i % 2 == 0 {
+            // Ties of +0 and -0 and NaNs: which one a window keeps depends on the order
+            // its taps are visited in, so the paths must visit them alike.
+            let mut vals = x.to_f64_vec();
+            for (j, v) in vals.iter_mut().enumerate() {
+                match j % 7 {
+                    0 => *v = 0.0,
+                    3 => *v = -0.0,
+                    5 if j % 3 == 0 => *v = f64::NAN,
+                    _ => *v = -v.abs(),
+                }
+            }
+            x = HostTensor::from_f64(DType::F32, &vals, &xs);
+        }
         let x3 = HostTensor::from_f64(DType::F32, &x.to_f64_vec(), &[xs[0], xs[1], 1, xs[2], xs[3]]);
         let sp: Vec<usize> = (0..2)
             .map(|d| nn::window_out_len(xs[2 + d], (k[d] - 1) * dl[d] + 1, st[d], pd[d], pd[2 + d], ceil).unwrap())

@@ -75,6 +75,7 @@ class Plan:
                 self._outs.append((i, s.shape, s.dtype))
         self._outs.sort(key=lambda o: slots[o[0]].index)
         self.output_shapes = [(o[1], o[2]) for o in self._outs]
+        self._out_args = [([int(d) for d in o[1]], o[2]) for o in self._outs]
         # Recorded launch lists (None: replay is off, ``replay_off`` says why).
         self.replay_off: Optional[str] = None if _REPLAY else "NPURT_MODEL_REPLAY=0"
         self._replay: Any = _npurt._Replay() if _REPLAY else None
@@ -103,9 +104,11 @@ class Plan:
         return 0 if rp is None else rp.instances
 
     def _outputs(self, outputs: Optional[Sequence[Optional[DeviceArray]]], device: int) -> List[DeviceArray]:
+        if outputs is None:
+            return [DeviceArray(_npurt._empty(shape, dt, device, None)) for shape, dt in self._out_args]
         res = []
         for j, (_slot, shape, dt) in enumerate(self._outs):
-            given = outputs[j] if outputs is not None else None
+            given = outputs[j]
             if given is None:
                 given = empty(shape, dt, device=device)
             elif not isinstance(given, DeviceArray):

@@ -181,10 +181,6 @@ impl ConvKernel {
     fn unit(&self, u: usize) {
         let (ng, t) = (u / self.tiles, u % self.tiles);
         let (n, g) = (ng / self.group, ng % self.group);
-        if let Some(d) = &self.plan {
-            self.direct_unit(d, n, g, t);
-            return;
-        }
         let p = self.out.shape()[2];
         let (p0, p1) = (t * self.pt, ((t + 1) * self.pt).min(p));
         let cols = p1 - p0;
@@ -275,38 +271,56 @@ impl ConvKernel {
 }
 
 impl ConvKernel {
-    /// Band `band` of image `n`, group `g` of a direct convolution.
-    fn direct_unit(&self, d: &Direct, n: usize, g: usize, band: usize) {
-        let (xs, os) = (self.x.strides(), self.out.strides());
-        let x =
-            (self.x.ptr::<f32>() as *const f32).wrapping_offset(n as isize * xs[0] + (g * self.cg) as isize * xs[1]);
-        let out = self
-            .out
-            .ptr::<f32>()
-            .wrapping_offset(n as isize * os[0] + (g * self.mg) as isize * os[1]);
-        let bias = self.bias.as_ref().map(|b| {
-            let p = (b.ptr::<f32>() as *const f32).wrapping_offset((g * self.mg) as isize * b.strides()[0]);
-            (p, b.strides()[0])
-        });
+    /// Units `s..e` of a direct convolution: bands of (image, group) planes, the group's
+    /// weights packed once per run of units of the same group.
+    fn direct_units(&self, d: &Direct, (s, e): (usize, usize)) {
+        let (xs, os, ws) = (self.x.strides(), self.out.strides(), self.w.strides());
         let orow = self.out_sp[1] as isize * os[2];
-        let ws = self.w.strides();
-        let w = (self.w.ptr::<f32>() as *const f32).wrapping_offset((g * self.mg) as isize * ws[0]);
         COLS.with(|scratch| {
-            // SAFETY: group g of image n spans cg input channels of x (its shape and strides),
-            // mg rows of w ([M, cg·ΠK]) and mg output channels of out, whose columns are
-            // contiguous (checked at launch) with rows out_sp[1] apart; the bias has mg
-            // entries from g·mg; out overlaps no input (check_output) and units own
-            // disjoint bands.
-            unsafe {
-                d.band(
-                    band,
-                    (x, [xs[1], xs[2], xs[3]]),
-                    (w, [ws[0], ws[1]]),
-                    bias,
-                    self.epi,
-                    (out, [os[1], orow]),
-                    &mut scratch.borrow_mut(),
-                )
+            let mut scratch = scratch.borrow_mut();
+            if scratch.len() < d.scratch_len() {
+                scratch.resize(d.scratch_len(), 0.0);
+            }
+            let (wpack, pad) = scratch[..d.scratch_len()].split_at_mut(d.packed_len());
+            // The padding columns of every band's rows (bands write the image's columns).
+            pad.fill(0.0);
+            let mut packed = None;
+            for u in s..e {
+                let (ng, band) = (u / self.tiles, u % self.tiles);
+                let (n, g) = (ng / self.group, ng % self.group);
+                if packed != Some(g) {
+                    let w = (self.w.ptr::<f32>() as *const f32).wrapping_offset((g * self.mg) as isize * ws[0]);
+                    // SAFETY: group g's mg rows of w ([M, cg·ΠK], its strides) are inside
+                    // the weights (shapes checked at launch); w is only read.
+                    unsafe { d.pack((w, [ws[0], ws[1]]), wpack) };
+                    packed = Some(g);
+                }
+                let x = (self.x.ptr::<f32>() as *const f32)
+                    .wrapping_offset(n as isize * xs[0] + (g * self.cg) as isize * xs[1]);
+                let out = self
+                    .out
+                    .ptr::<f32>()
+                    .wrapping_offset(n as isize * os[0] + (g * self.mg) as isize * os[1]);
+                let bias = self.bias.as_ref().map(|b| {
+                    let p = (b.ptr::<f32>() as *const f32).wrapping_offset((g * self.mg) as isize * b.strides()[0]);
+                    (p, b.strides()[0])
+                });
+                // SAFETY: group g of image n spans cg input channels of x (its shape and
+                // strides) and mg output channels of out, whose columns are contiguous
+                // (checked at launch) with rows out_sp[1] apart; the bias has mg entries
+                // from g·mg; out overlaps no input (check_output) and units own disjoint
+                // bands.
+                unsafe {
+                    d.band(
+                        band,
+                        (x, [xs[1], xs[2], xs[3]]),
+                        wpack,
+                        bias,
+                        self.epi,
+                        (out, [os[1], orow]),
+                        pad,
+                    )
+                }
             }
         });
     }
@@ -319,6 +333,10 @@ impl Kernel for ConvKernel {
     fn run_block(&self, blk: BlockCtx) -> Result<(), KernelFault> {
         let units = self.out.shape()[0] * self.group * self.tiles;
         let (s, e) = blk.split(units);
+        if let Some(d) = &self.plan {
+            self.direct_units(d, (s, e));
+            return Ok(());
+        }
         for u in s..e {
             self.unit(u);
         }

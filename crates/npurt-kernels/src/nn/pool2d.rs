@@ -2,6 +2,11 @@
 //! the input up in a table built at launch (`Axis`), and output rows are computed a run of
 //! columns at a time (no per-element index odometer). Same values, same visiting order
 //! (kernel row, then column) and same averaging rule as the general path in `pool.rs`.
+//!
+//! Common windows that lie wholly inside the input (no pads: 2×2/2, 3×3/2, 3×3/1) take a
+//! shorter path ([`Whole`]): every output element's taps in one pass with the window shape
+//! known to the compiler (the loads of neighbouring outputs interleave into vector
+//! shuffles), written straight to the output row.
 
 use super::inside;
 use super::pool::PoolKind;
@@ -125,6 +130,12 @@ impl pulp::NullaryFnOnce for Rows<'_> {
             range,
             scratch,
         } = self;
+        if let Some(shape) = Whole::of(x, out, win) {
+            return match kind {
+                PoolKind::Max => shape.run::<true>(x, out, range),
+                PoolKind::Avg { .. } => shape.run::<false>(x, out, range),
+            };
+        }
         match kind {
             PoolKind::Max => rows::<true>(false, x, out, win, axes, range, scratch),
             PoolKind::Avg { count_include_pad } => rows::<false>(count_include_pad, x, out, win, axes, range, scratch),
@@ -260,5 +271,90 @@ fn tap_run<const MAX: bool, const SW: usize>(acc: &mut [f32], src: &[f32]) {
     for (j, a) in acc.iter_mut().enumerate() {
         // SAFETY: j·SW <= (n-1)·SW < src.len() (asserted above).
         *a = step::<MAX>(*a, unsafe { p.add(j * SW).read() });
+    }
+}
+
+/// A window shape with its own loop, used when every window of the pooling lies inside
+/// the input (no pads, dilation 1; contiguous input and output rows): (kernel, stride)
+/// per axis.
+#[derive(Clone, Copy)]
+enum Whole {
+    K2S2,
+    K3S2,
+    K3S1,
+}
+
+impl Whole {
+    fn of(x: &TensorView, out: &TensorView, win: &Window) -> Option<Whole> {
+        let shape = match (win.kernel[0], win.kernel[1], win.strides[0], win.strides[1]) {
+            (2, 2, 2, 2) => Whole::K2S2,
+            (3, 3, 2, 2) => Whole::K3S2,
+            (3, 3, 1, 1) => Whole::K3S1,
+            _ => return None,
+        };
+        let inside = (0..2).all(|d| {
+            let (o, i) = (out.shape()[2 + d], x.shape()[2 + d]);
+            o == 0 || (o - 1) * win.strides[d] + win.kernel[d] <= i
+        });
+        let plain = win.pads.iter().all(|&p| p == 0) && win.dilations.iter().all(|&d| d == 1);
+        (inside && plain && x.strides()[3] == 1 && out.strides()[3] == 1).then_some(shape)
+    }
+
+    #[inline(always)]
+    fn run<const MAX: bool>(self, x: &TensorView, out: &TensorView, range: (usize, usize)) {
+        match self {
+            Whole::K2S2 => whole::<MAX, 2, 2>(x, out, range),
+            Whole::K3S2 => whole::<MAX, 3, 2>(x, out, range),
+            Whole::K3S1 => whole::<MAX, 3, 1>(x, out, range),
+        }
+    }
+}
+
+/// Output elements `[s, e)` of a `K`×`K` pooling with stride `S` whose windows all lie
+/// inside the input: each output takes its taps in (row, column) order from the start
+/// value (the general path's order: the same bits); an average divides by `K·K`.
+#[inline(always)]
+fn whole<const MAX: bool, const K: usize, const S: usize>(x: &TensorView, out: &TensorView, (s, e): (usize, usize)) {
+    let (c_n, oh_n, ow_n) = (out.shape()[1], out.shape()[2], out.shape()[3]);
+    let (xs, os) = (x.strides(), out.strides());
+    let mut flat = s;
+    let (plane, rem) = (s / (oh_n * ow_n).max(1), s % (oh_n * ow_n).max(1));
+    let (mut n, mut c) = (plane / c_n.max(1), plane % c_n.max(1));
+    let (mut oh, mut ow0) = (rem / ow_n.max(1), rem % ow_n.max(1));
+    let start = if MAX { f32::NEG_INFINITY } else { 0.0 };
+    let count = (K * K) as f32;
+    while flat < e {
+        let ow1 = ow_n.min(ow0 + (e - flat));
+        let xr = (x.ptr::<f32>() as *const f32)
+            .wrapping_offset(n as isize * xs[0] + c as isize * xs[1] + (oh * S) as isize * xs[2]);
+        let orow = out
+            .ptr::<f32>()
+            .wrapping_offset(n as isize * os[0] + c as isize * os[1] + oh as isize * os[2]);
+        for ow in ow0..ow1 {
+            let mut a = start;
+            for kh in 0..K {
+                let r = xr.wrapping_offset(kh as isize * xs[2] + (ow * S) as isize);
+                for kw in 0..K {
+                    // SAFETY: input row oh·S + kh < H and column ow·S + kw < W (every window
+                    // lies inside the input: `Whole::of`), contiguous columns, addressed by
+                    // the x view (contract); x is only read.
+                    a = step::<MAX>(a, unsafe { r.add(kw).read() });
+                }
+            }
+            // SAFETY: (n, c, oh, ow) is inside out's shape (contiguous columns), addressed by
+            // the out view (contract); out overlaps no input and blocks own disjoint ranges.
+            unsafe { orow.add(ow).write(if MAX { a } else { a / count }) }
+        }
+        flat += ow1 - ow0;
+        ow0 = 0;
+        oh += 1;
+        if oh == oh_n {
+            oh = 0;
+            c += 1;
+            if c == c_n {
+                c = 0;
+                n += 1;
+            }
+        }
     }
 }

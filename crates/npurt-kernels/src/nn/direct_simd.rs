@@ -1,0 +1,329 @@
+//! The register loops of the direct convolution (`direct.rs`), compiled for the GEMM
+//! family's ISA path as a whole: the taps' fused multiply-adds, the bias and the fused
+//! activation (the epilogue is the elementwise kernels' scalar formula, vectorised here by
+//! the compiler: the same operations in the same order, so the same bits).
+//!
+//! Two register tilings of a chunk of `L` output columns (`L` = 16 on AVX-512, else 8):
+//! * channel blocks (`MB` output channels of a group share each loaded input vector: a
+//!   first layer's 32 channels × 27 taps), one output row at a time;
+//! * one output channel per group (depthwise): [`ROWS`] output rows at a time, so the
+//!   multiply-adds of a chunk form independent chains instead of one chain per chunk.
+//!
+//! Every output sums its taps in the packed order from zero either way.
+
+use super::direct::MB;
+use super::epilogue::Epilogue;
+use crate::isa::Isa;
+
+/// Output rows per register tile of a one-channel-per-group convolution.
+const ROWS: usize = 4;
+
+/// One band's output rows `rows` of every channel block, from the padded scratch `pad`.
+pub(super) struct Rows<'a> {
+    /// Scratch offset of each tap from a window's origin; `wpack` holds `mb` weights per tap
+    /// per channel block.
+    pub taps: &'a [usize],
+    pub wpack: &'a [f32],
+    pub pad: &'a [f32],
+    pub rows: (usize, usize),
+    /// Channels per block (`MB`, or 1) and output channels of the group.
+    pub mb: usize,
+    pub mg: usize,
+    /// Scratch floats between two consecutive output rows' windows; column stride.
+    pub row_step: usize,
+    pub sw: usize,
+    /// Output columns.
+    pub ow: usize,
+    pub bias: Option<(*const f32, isize)>,
+    pub epi: Epilogue,
+    /// Channel `m` at `out + m·os[0]`, rows `os[1]` apart, contiguous columns.
+    pub out: (*mut f32, [isize; 2]),
+}
+
+/// Runs `job` compiled for `level` (the CPU's best at most).
+pub(super) fn run(level: Isa, job: Rows<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level == Isa::Avx512 {
+            if let Some(s) = pulp::x86::V4::try_new() {
+                return s.vectorize(Job { s, job });
+            }
+        }
+        if level != Isa::Scalar {
+            if let Some(s) = pulp::x86::V3::try_new() {
+                return s.vectorize(Job { s, job });
+            }
+        }
+    }
+    let _ = level;
+    pulp::NullaryFnOnce::call(Job { s: Portable, job })
+}
+
+/// A vector of `L` f32 lanes on one ISA level.
+trait Lanes: Copy {
+    type V: Copy;
+    const L: usize;
+    fn zero(self) -> Self::V;
+    fn splat(self, w: f32) -> Self::V;
+    /// `x · w + acc`, rounded once.
+    fn fma(self, x: Self::V, w: Self::V, acc: Self::V) -> Self::V;
+    /// The `L` columns of `pad` from `p` at stride `sw` (`SW1`: `sw` is 1).
+    ///
+    /// # Safety
+    /// `p + (L-1)·sw < pad.len()`.
+    unsafe fn load<const SW1: bool>(self, pad: &[f32], p: usize, sw: usize) -> Self::V;
+    /// The lanes, in the first `L` entries.
+    fn spill(self, v: Self::V) -> [f32; 16];
+}
+
+/// `L` columns of `pad` from `p`, `sw` apart (`SW1`: `sw` is 1).
+///
+/// # Safety
+/// `p + (L-1)·sw < pad.len()`.
+#[inline(always)]
+unsafe fn columns<const L: usize, const SW1: bool>(pad: &[f32], p: usize, sw: usize) -> [f32; L] {
+    debug_assert!(p + (L - 1) * sw < pad.len());
+    let src = pad.as_ptr().wrapping_add(p);
+    if SW1 {
+        // SAFETY: p + L - 1 < pad.len() (the caller's contract, sw = 1).
+        unsafe { src.cast::<[f32; L]>().read_unaligned() }
+    } else {
+        // SAFETY: p + j·sw <= p + (L-1)·sw < pad.len() (the caller's contract).
+        std::array::from_fn(|j| unsafe { src.add(j * sw).read() })
+    }
+}
+
+#[inline(always)]
+fn widen<const L: usize>(a: [f32; L]) -> [f32; 16] {
+    let mut o = [0.0; 16];
+    o[..L].copy_from_slice(&a);
+    o
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for pulp::x86::V4 {
+    type V = pulp::f32x16;
+    const L: usize = 16;
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        self.splat_f32x16(0.0)
+    }
+    #[inline(always)]
+    fn splat(self, w: f32) -> Self::V {
+        self.splat_f32x16(w)
+    }
+    #[inline(always)]
+    fn fma(self, x: Self::V, w: Self::V, acc: Self::V) -> Self::V {
+        self.mul_add_f32x16(x, w, acc)
+    }
+    #[inline(always)]
+    unsafe fn load<const SW1: bool>(self, pad: &[f32], p: usize, sw: usize) -> Self::V {
+        // SAFETY: the caller's contract.
+        pulp::cast(unsafe { columns::<16, SW1>(pad, p, sw) })
+    }
+    #[inline(always)]
+    fn spill(self, v: Self::V) -> [f32; 16] {
+        pulp::cast(v)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for pulp::x86::V3 {
+    type V = pulp::f32x8;
+    const L: usize = 8;
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        self.splat_f32x8(0.0)
+    }
+    #[inline(always)]
+    fn splat(self, w: f32) -> Self::V {
+        self.splat_f32x8(w)
+    }
+    #[inline(always)]
+    fn fma(self, x: Self::V, w: Self::V, acc: Self::V) -> Self::V {
+        self.mul_add_f32x8(x, w, acc)
+    }
+    #[inline(always)]
+    unsafe fn load<const SW1: bool>(self, pad: &[f32], p: usize, sw: usize) -> Self::V {
+        // SAFETY: the caller's contract.
+        pulp::cast(unsafe { columns::<8, SW1>(pad, p, sw) })
+    }
+    #[inline(always)]
+    fn spill(self, v: Self::V) -> [f32; 16] {
+        widen(pulp::cast::<_, [f32; 8]>(v))
+    }
+}
+
+/// The portable level: 8 lanes, `mul_add` (rounds once, as the FMA instructions).
+#[derive(Clone, Copy)]
+struct Portable;
+
+impl Lanes for Portable {
+    type V = [f32; 8];
+    const L: usize = 8;
+    #[inline(always)]
+    fn zero(self) -> Self::V {
+        [0.0; 8]
+    }
+    #[inline(always)]
+    fn splat(self, w: f32) -> Self::V {
+        [w; 8]
+    }
+    #[inline(always)]
+    fn fma(self, x: Self::V, w: Self::V, acc: Self::V) -> Self::V {
+        std::array::from_fn(|j| x[j].mul_add(w[j], acc[j]))
+    }
+    #[inline(always)]
+    unsafe fn load<const SW1: bool>(self, pad: &[f32], p: usize, sw: usize) -> Self::V {
+        // SAFETY: the caller's contract.
+        unsafe { columns::<8, SW1>(pad, p, sw) }
+    }
+    #[inline(always)]
+    fn spill(self, v: Self::V) -> [f32; 16] {
+        widen(v)
+    }
+}
+
+struct Job<'a, S> {
+    s: S,
+    job: Rows<'a>,
+}
+
+impl<S: Lanes> pulp::NullaryFnOnce for Job<'_, S> {
+    type Output = ();
+    #[inline(always)]
+    fn call(self) {
+        let Job { s, job } = self;
+        match (job.mb == 1, job.sw == 1) {
+            (true, true) => one_channel_rows::<S, true>(s, &job),
+            (true, false) => one_channel_rows::<S, false>(s, &job),
+            (false, true) => channel_blocks::<S, true>(s, &job),
+            (false, false) => channel_blocks::<S, false>(s, &job),
+        }
+    }
+}
+
+/// Every row of the band of a group with one output channel, [`ROWS`] at a time.
+#[inline(always)]
+fn one_channel_rows<S: Lanes, const SW1: bool>(s: S, job: &Rows<'_>) {
+    let (mut r, r1) = job.rows;
+    while r + ROWS <= r1 {
+        one_channel::<S, ROWS, SW1>(s, job, r);
+        r += ROWS;
+    }
+    for r in r..r1 {
+        one_channel::<S, 1, SW1>(s, job, r);
+    }
+}
+
+/// The largest scratch offset a chunk of `chunks` column vectors at `base` reads (every
+/// tap's last column), checked against the scratch once per chunk instead of per load.
+#[inline(always)]
+fn check_reads<S: Lanes>(job: &Rows<'_>, base: usize, chunks: usize) {
+    let last = base + job.taps.last().copied().unwrap_or(0) + (chunks * S::L - 1) * job.sw;
+    assert!(last < job.pad.len(), "the padded band covers every read");
+}
+
+/// `R` output rows from `r` of a group with one output channel (weights: one per tap).
+#[inline(always)]
+fn one_channel<S: Lanes, const R: usize, const SW1: bool>(s: S, job: &Rows<'_>, r: usize) {
+    let base = (r - job.rows.0) * job.row_step;
+    let wp = &job.wpack[..job.taps.len()];
+    let mut o0 = 0;
+    while o0 < job.ow {
+        let at = base + o0 * job.sw;
+        check_reads::<S>(job, at + (R - 1) * job.row_step, 1);
+        let mut acc = [s.zero(); R];
+        for (&off, &w) in job.taps.iter().zip(wp) {
+            let w = s.splat(w);
+            for (i, a) in acc.iter_mut().enumerate() {
+                // SAFETY: row i's read is at most the last row's (checked above).
+                *a = s.fma(
+                    unsafe { s.load::<SW1>(job.pad, at + i * job.row_step + off, job.sw) },
+                    w,
+                    *a,
+                );
+            }
+        }
+        let n = S::L.min(job.ow - o0);
+        let tile: [[f32; 16]; R] = std::array::from_fn(|i| s.spill(acc[i]));
+        for (i, t) in tile.iter().enumerate() {
+            store(job, 0, r + i, (o0, n), t);
+        }
+        o0 += S::L;
+    }
+}
+
+/// Every row of the band, `MB` output channels at a time: two column vectors per tap
+/// where the row has them (16 independent accumulators hide the multiply-add latency;
+/// AVX-512 has the registers for them), then one.
+#[inline(always)]
+fn channel_blocks<S: Lanes, const SW1: bool>(s: S, job: &Rows<'_>) {
+    let ntaps = job.taps.len();
+    let wide = S::L == 16;
+    for mb in 0..job.mg.div_ceil(MB) {
+        let wp = &job.wpack[mb * ntaps * MB..][..ntaps * MB];
+        let mvalid = MB.min(job.mg - mb * MB);
+        for r in job.rows.0..job.rows.1 {
+            let base = (r - job.rows.0) * job.row_step;
+            let mut o0 = 0;
+            while wide && o0 + 2 * S::L <= job.ow {
+                chunk::<S, 2, SW1>(s, job, wp, (mb, mvalid), (base, r, o0));
+                o0 += 2 * S::L;
+            }
+            while o0 < job.ow {
+                chunk::<S, 1, SW1>(s, job, wp, (mb, mvalid), (base, r, o0));
+                o0 += S::L;
+            }
+        }
+    }
+}
+
+/// `C` column vectors from output column `o0` of row `r` for channel block `mb`.
+#[inline(always)]
+fn chunk<S: Lanes, const C: usize, const SW1: bool>(
+    s: S,
+    job: &Rows<'_>,
+    wp: &[f32],
+    (mb, mvalid): (usize, usize),
+    (base, r, o0): (usize, usize, usize),
+) {
+    let at = base + o0 * job.sw;
+    check_reads::<S>(job, at, C);
+    let mut acc = [[s.zero(); MB]; C];
+    for (&off, w) in job.taps.iter().zip(wp.chunks_exact(MB)) {
+        // SAFETY: every column vector's read is inside the scratch (checked above).
+        let v: [S::V; C] =
+            std::array::from_fn(|c| unsafe { s.load::<SW1>(job.pad, at + off + c * S::L * job.sw, job.sw) });
+        for (m, &w) in w.iter().enumerate() {
+            let w = s.splat(w);
+            for c in 0..C {
+                acc[c][m] = s.fma(v[c], w, acc[c][m]);
+            }
+        }
+    }
+    for (c, acc) in acc.iter().enumerate() {
+        let oc = o0 + c * S::L;
+        let n = S::L.min(job.ow - oc);
+        // Spilled whole first (constant indices keep `acc` in registers).
+        let tile: [[f32; 16]; MB] = std::array::from_fn(|m| s.spill(acc[m]));
+        for (m, t) in tile.iter().enumerate().take(mvalid) {
+            store(job, mb * MB + m, r, (oc, n), t);
+        }
+    }
+}
+
+/// `out[ch][r][o0..o0+n] = epi(acc[..n] + bias[ch])`.
+#[inline(always)]
+fn store(job: &Rows<'_>, ch: usize, r: usize, (o0, n): (usize, usize), acc: &[f32; 16]) {
+    let (out, os) = job.out;
+    // SAFETY: channel ch < mg of the group's bias (the band's contract).
+    let b = job
+        .bias
+        .map(|(p, st)| unsafe { p.wrapping_offset(ch as isize * st).read() });
+    let dst = out.wrapping_offset(ch as isize * os[0] + r as isize * os[1] + o0 as isize);
+    // SAFETY: columns o0..o0+n of row r of channel ch are inside the group's output
+    // (contiguous columns), owned by this band; out overlaps no input (the band's contract).
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+    job.epi.store(&acc[..n], b, dst);
+}
