@@ -109,7 +109,7 @@ class Model:
             # (so already checked and planned), no shape parameters: straight to the plan.
             sig, plan = fast
             if len(inputs) == len(sig) and all(
-                type(x) is DeviceArray and (x._a.shape, x._a.dtype, x._a.device, x._a.is_contiguous) == k for x, k in zip(inputs, sig)
+                type(x) is DeviceArray and (x._a.shape, x._a.dtype, x._a.device, x._a.is_contiguous) == k for x, k in zip(inputs, sig, strict=True)
             ):
                 return plan.run(inputs, None, s, self.device)
         feeds = self._feeds(inputs)
