@@ -69,7 +69,7 @@ fn main() {
         .unwrap_or_default();
     println!("{}", npurt_kernels::isa::report());
     println!("one core, all blocks of a launch in order; best of rounds");
-    let pools: [PoolCase; 3] = [
+    let pools: [PoolCase; 5] = [
         (
             "max_pool 2x2/2 1x32x32x32 (conv net)",
             [1, 32, 32, 32],
@@ -84,6 +84,14 @@ fn main() {
             [2, 2],
             [1; 4],
         ),
+        (
+            "max_pool 3x3/2 1x64x112x112 (no pads)",
+            [1, 64, 112, 112],
+            [3, 3],
+            [2, 2],
+            [0; 4],
+        ),
+        ("max_pool 3x3/1 p1 1x64x56x56", [1, 64, 56, 56], [3, 3], [1, 1], [1; 4]),
         ("avg_pool 2x2/2 1x64x56x56", [1, 64, 56, 56], [2, 2], [2, 2], [0; 4]),
     ];
     for (name, shape, k, s, p) in pools.into_iter().filter(|r| r.0.contains(&only)) {

@@ -32,7 +32,7 @@ fn pools_2d_fast_path_matches_the_general_path_bitwise() {
         ([1, 2, 7, 9], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], true),
         ([1, 2, 9, 6], [3, 2], [1, 2], [2, 0, 1, 1], [2, 1], false),
         ([2, 1, 5, 5], [5, 5], [3, 3], [2, 2, 2, 2], [1, 1], true),
-        // Windows wholly inside the input (pool2d's `Whole` loops), odd sizes included.
+        // Windows wholly inside the input (2x2/2: pool2d's `Whole` loop), odd sizes included.
         ([1, 3, 9, 11], [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], false),
         ([2, 2, 7, 35], [3, 3], [1, 1], [0, 0, 0, 0], [1, 1], false),
         ([1, 4, 5, 37], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
