@@ -9,7 +9,8 @@ thread each, requests split over them). Single-request latency beside it.
 Figures are requests/s, best of ``--rounds`` rounds that alternate npurt's and
 onnxruntime's measurements (the machine may be shared: the best estimates it when it is
 free, and alternating lets load changes hit both sides); ratios are between figures of
-this run. The conv net needs
+this run. Each figure is a sustained window (MIN_TIME of passes after WARM of warm-up) and
+onnxruntime's spinning threads get SETTLE to park before the next measurement (see below). The conv net needs
 ``npurt.nn.conv`` (skipped with a message when this build lacks it)."""
 
 from __future__ import annotations
@@ -29,15 +30,40 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "model
 import builders  # noqa: E402
 
 
-def _npurt_round(model, x, n, streams):
-    """One timed pass: n requests round-robin on ``streams``; requests/s."""
+# Every figure is a window of at least MIN_TIME seconds of back-to-back passes, after WARM
+# seconds of the same work: a pass of 64 small requests takes ~1-3 ms, and a VM's idle vCPU
+# comes back slowly for the first tens of ms of work (npurt and onnxruntime alike), so
+# single passes measured mostly the wake-up. After onnxruntime runs, SETTLE seconds pass
+# before anything else is timed: its intra-op threads spin after a run (its default) and
+# took a core from the next measurement (npurt at 14-18 k req/s right after onnxruntime
+# against 29 k after a 0.2 s pause, same build).
+MIN_TIME, WARM, SETTLE = 0.2, 0.05, 0.15
+
+
+def _sustained(one_pass, n):
+    """Requests/s of ``one_pass`` (n requests) run back to back for MIN_TIME after WARM."""
     t = time.perf_counter()
-    outs = [model.run_async([x], stream=streams[i % len(streams)])[0] for i in range(n)]
-    for s in streams:
-        s.synchronize()
-    dt = time.perf_counter() - t
-    del outs
-    return n / dt
+    while time.perf_counter() - t < WARM:
+        one_pass()
+    done, t = 0, time.perf_counter()
+    while True:
+        one_pass()
+        done += n
+        dt = time.perf_counter() - t
+        if dt >= MIN_TIME:
+            return done / dt
+
+
+def _npurt_round(model, x, n, streams):
+    """Requests/s of passes of n requests round-robin on ``streams`` (each pass waits)."""
+
+    def one_pass():
+        outs = [model.run_async([x], stream=streams[i % len(streams)])[0] for i in range(n)]
+        for s in streams:
+            s.synchronize()
+        del outs
+
+    return _sustained(one_pass, n)
 
 
 def _latency(run, reps):
@@ -65,10 +91,13 @@ class _Ort:
             s.run(None, self.feed)
 
     def one_round(self, n):
-        t = time.perf_counter()
-        for _ in range(n):
-            self.one.run(None, self.feed)
-        return n / (time.perf_counter() - t)
+        def one_pass():
+            for _ in range(n):
+                self.one.run(None, self.feed)
+
+        r = _sustained(one_pass, n)
+        time.sleep(SETTLE)
+        return r
 
     def many_round(self, n):
         k = n // len(self.many)
@@ -77,13 +106,16 @@ class _Ort:
             for _ in range(k):
                 s.run(None, self.feed)
 
-        ths = [threading.Thread(target=work, args=(s,)) for s in self.many]
-        t = time.perf_counter()
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join()
-        return k * len(self.many) / (time.perf_counter() - t)
+        def one_pass():
+            ths = [threading.Thread(target=work, args=(s,)) for s in self.many]
+            for th in ths:
+                th.start()
+            for th in ths:
+                th.join()
+
+        r = _sustained(one_pass, k * len(self.many))
+        time.sleep(SETTLE)
+        return r
 
 
 def bench(name, proto, x, args, cores):
@@ -120,6 +152,7 @@ def bench(name, proto, x, args, cores):
             one = max(one, ort.one_round(args.requests))
             many = max(many, ort.many_round(args.requests))
             olat = min(olat, _latency(lambda: ort.one.run(None, ort.feed), reps))
+            time.sleep(SETTLE)
     print(f"\n{name}: input {x.shape}, {args.requests} requests, best of {args.rounds} alternating rounds, load average {os.getloadavg()[0]:.1f}")
     print(f"  {'streams':>8}  {'npurt req/s':>12}  {'vs S=1':>7}")
     for S, r in rates.items():

@@ -18,6 +18,7 @@
 //! multiply-adds per block).
 
 use super::direct::{self, Direct};
+use super::epilogue::Visit;
 use super::im2col;
 use super::{check_f32, spatial_rank, Epilogue, Window};
 use crate::matmul::{flops, gemm_f32, MIN_TILE_FLOPS};
@@ -249,24 +250,40 @@ impl ConvKernel {
         if self.bias.is_none() && self.epi == Epilogue::None {
             return;
         }
-        for i in 0..self.mg {
-            let bv = self.bias.as_ref().map(|b| {
-                let bp = (b.ptr::<f32>() as *const f32).wrapping_offset((g * self.mg + i) as isize * b.strides()[0]);
-                // SAFETY: channel g·mg+i < M, the bias length (checked at launch); only read.
-                unsafe { bp.read() }
-            });
-            for j in 0..cols {
-                // SAFETY: inside this unit's output tile (as above).
-                unsafe {
-                    let o = at(i, j);
-                    let v = match bv {
-                        Some(b) => *o + b,
-                        None => *o,
-                    };
-                    *o = self.epi.apply(v);
+        /// Bias and activation over the unit's output tile (compiled per formula).
+        struct Epi<'a, A: Fn(usize, usize) -> *mut f32> {
+            k: &'a ConvKernel,
+            g: usize,
+            cols: usize,
+            at: A,
+        }
+        impl<A: Fn(usize, usize) -> *mut f32> Visit for Epi<'_, A> {
+            type Out = ();
+            #[inline(always)]
+            fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) {
+                let k = self.k;
+                for i in 0..k.mg {
+                    let bv = k.bias.as_ref().map(|b| {
+                        let bp = (b.ptr::<f32>() as *const f32)
+                            .wrapping_offset((self.g * k.mg + i) as isize * b.strides()[0]);
+                        // SAFETY: channel g·mg+i < M, the bias length (checked at launch); only read.
+                        unsafe { bp.read() }
+                    });
+                    for j in 0..self.cols {
+                        // SAFETY: inside this unit's output tile (owned by this block; out
+                        // overlaps no input).
+                        unsafe {
+                            let o = (self.at)(i, j);
+                            *o = f(match bv {
+                                Some(b) => *o + b,
+                                None => *o,
+                            });
+                        }
+                    }
                 }
             }
         }
+        self.epi.with(Epi { k: self, g, cols, at });
     }
 }
 

@@ -12,7 +12,7 @@
 //! Every output sums its taps in the packed order from zero either way.
 
 use super::direct::MB;
-use super::epilogue::Epilogue;
+use super::epilogue::{Epilogue, Visit};
 use crate::isa::Isa;
 
 /// Output rows per register tile of a one-channel-per-group convolution.
@@ -247,9 +247,14 @@ fn one_channel<S: Lanes, const R: usize, const SW1: bool>(s: S, job: &Rows<'_>, 
         }
         let n = S::L.min(job.ow - o0);
         let tile: [[f32; 16]; R] = std::array::from_fn(|i| s.spill(acc[i]));
-        for (i, t) in tile.iter().enumerate() {
-            store(job, 0, r + i, (o0, n), t);
-        }
+        job.epi.with(Store {
+            job,
+            tile: &tile,
+            ch: 0,
+            dr: 1,
+            r,
+            at: (o0, n),
+        });
         o0 += S::L;
     }
 }
@@ -307,23 +312,57 @@ fn chunk<S: Lanes, const C: usize, const SW1: bool>(
         let n = S::L.min(job.ow - oc);
         // Spilled whole first (constant indices keep `acc` in registers).
         let tile: [[f32; 16]; MB] = std::array::from_fn(|m| s.spill(acc[m]));
-        for (m, t) in tile.iter().enumerate().take(mvalid) {
-            store(job, mb * MB + m, r, (oc, n), t);
-        }
+        job.epi.with(Store {
+            job,
+            tile: &tile[..mvalid],
+            ch: mb * MB,
+            dr: 0,
+            r,
+            at: (oc, n),
+        });
     }
 }
 
-/// `out[ch][r][o0..o0+n] = epi(acc[..n] + bias[ch])`.
-#[inline(always)]
-fn store(job: &Rows<'_>, ch: usize, r: usize, (o0, n): (usize, usize), acc: &[f32; 16]) {
-    let (out, os) = job.out;
-    // SAFETY: channel ch < mg of the group's bias (the band's contract).
-    let b = job
-        .bias
-        .map(|(p, st)| unsafe { p.wrapping_offset(ch as isize * st).read() });
-    let dst = out.wrapping_offset(ch as isize * os[0] + r as isize * os[1] + o0 as isize);
-    // SAFETY: columns o0..o0+n of row r of channel ch are inside the group's output
-    // (contiguous columns), owned by this band; out overlaps no input (the band's contract).
-    let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
-    job.epi.store(&acc[..n], b, dst);
+/// Stores a tile of accumulator vectors through the epilogue's formula (`Epilogue::with`:
+/// compiled per formula, no dispatch per vector): vector `i` to channel `ch + i·(1-dr)`,
+/// row `r + i·dr`, columns `o0..o0+n`, as `f(acc + bias[channel])`.
+struct Store<'a, 'j> {
+    job: &'a Rows<'j>,
+    tile: &'a [[f32; 16]],
+    ch: usize,
+    /// 0: the vectors are channels of one row; 1: rows of one channel.
+    dr: usize,
+    r: usize,
+    at: (usize, usize),
+}
+
+impl Visit for Store<'_, '_> {
+    type Out = ();
+    #[inline(always)]
+    fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) {
+        let (out, os) = self.job.out;
+        let (o0, n) = self.at;
+        for (i, acc) in self.tile.iter().enumerate() {
+            let (ch, r) = (self.ch + i * (1 - self.dr), self.r + i * self.dr);
+            // SAFETY: channel ch < mg of the group's bias (the band's contract).
+            let b = self
+                .job
+                .bias
+                .map_or(0.0, |(p, st)| unsafe { p.wrapping_offset(ch as isize * st).read() });
+            let dst = out.wrapping_offset(ch as isize * os[0] + r as isize * os[1] + o0 as isize);
+            // SAFETY: columns o0..o0+n of row r of channel ch are inside the group's output
+            // (contiguous columns), owned by this band; out overlaps no input (the band's
+            // contract).
+            let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+            if self.job.bias.is_some() {
+                for (o, &a) in dst.iter_mut().zip(acc) {
+                    *o = f(a + b);
+                }
+            } else {
+                for (o, &a) in dst.iter_mut().zip(acc) {
+                    *o = f(a);
+                }
+            }
+        }
+    }
 }

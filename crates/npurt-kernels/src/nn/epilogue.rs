@@ -11,6 +11,12 @@
 use crate::elementwise::formulas as f;
 use crate::KernelArgError;
 
+/// Code generic over an epilogue's formula ([`Epilogue::with`]).
+pub(super) trait Visit {
+    type Out;
+    fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) -> Self::Out;
+}
+
 /// The activation applied to `conv + bias`, elementwise.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Epilogue {
@@ -92,34 +98,33 @@ impl Epilogue {
         Ok(e)
     }
 
-    /// `self(v)`.
+    /// Calls `visit` with this epilogue as a plain function (the one mapping from variant
+    /// to formula): a loop written in `visit` is compiled once per variant, with the
+    /// formula inlined and no dispatch per element or per call.
     #[inline(always)]
-    pub fn apply(self, v: f32) -> f32 {
+    pub(super) fn with<V: Visit>(self, visit: V) -> V::Out {
         match self {
-            Epilogue::None => v,
-            Epilogue::Relu => f::relu(v),
-            Epilogue::LeakyRelu { alpha } => f::leaky_relu(alpha, v),
-            Epilogue::Clip { lo, hi } => f::clip(lo, hi, v),
-            Epilogue::HardSigmoid { alpha, beta } => f::hard_sigmoid(alpha, beta, v),
-            Epilogue::HardSwish => f::hard_swish(v),
+            Epilogue::None => visit.go(|v| v),
+            Epilogue::Relu => visit.go(f::relu),
+            Epilogue::LeakyRelu { alpha } => visit.go(move |v| f::leaky_relu(alpha, v)),
+            Epilogue::Clip { lo, hi } => visit.go(move |v| f::clip(lo, hi, v)),
+            Epilogue::HardSigmoid { alpha, beta } => visit.go(move |v| f::hard_sigmoid(alpha, beta, v)),
+            Epilogue::HardSwish => visit.go(f::hard_swish),
         }
     }
 
-    /// `out[i] = self(acc[i] + bias)` for every `i` (no bias: `self(acc[i])`).
+    /// `self(v)`.
     #[inline(always)]
-    pub(super) fn store(self, acc: &[f32], bias: Option<f32>, out: &mut [f32]) {
-        match bias {
-            Some(b) => {
-                for (o, &a) in out.iter_mut().zip(acc) {
-                    *o = self.apply(a + b);
-                }
-            }
-            None => {
-                for (o, &a) in out.iter_mut().zip(acc) {
-                    *o = self.apply(a);
-                }
+    pub fn apply(self, v: f32) -> f32 {
+        struct One(f32);
+        impl Visit for One {
+            type Out = f32;
+            #[inline(always)]
+            fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) -> f32 {
+                f(self.0)
             }
         }
+        self.with(One(v))
     }
 }
 
