@@ -29,7 +29,6 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "model"))
 import builders  # noqa: E402
 
-
 # Every figure is a window of at least MIN_TIME seconds of back-to-back passes, after WARM
 # seconds of the same work: a pass of 64 small requests takes ~1-3 ms, and a VM's idle vCPU
 # comes back slowly for the first tens of ms of work (npurt and onnxruntime alike), so
