@@ -52,6 +52,8 @@ pub(crate) struct Rendezvous<'a> {
     pub(crate) desc: OpDesc,
     /// This rank's barrier phase (monotonic over the communicator's life).
     pub(crate) phase: &'a mut u64,
+    /// The phase this rank published when it arrived at its previous collective.
+    pub(crate) arrived: &'a mut u64,
     pub(crate) start: Instant,
     pub(crate) deadline: Instant,
     /// Whether peers are other processes (their pids are watched).
@@ -62,19 +64,90 @@ impl Rendezvous<'_> {
     /// Publishes this rank's descriptor, waits for every rank, and checks that they all
     /// called the same collective.
     pub(crate) fn arrive(&mut self, send: u64, recv: u64) -> CResult<()> {
+        self.catch_up()?;
+        let slot = self.board.rank(self.me);
+        slot.send_ptr.store(send, Relaxed);
+        slot.recv_ptr.store(recv, Relaxed);
+        self.publish_row();
+        self.barrier()?;
+        *self.arrived = *self.phase;
+        self.check_desync()
+    }
+
+    /// Waits until every rank arrived at this rank's previous collective: before it writes
+    /// its row or eager half of parity `seq % 2` again, whoever read those of `seq - 2` is
+    /// done (a rank reads them before it arrives at the next collective). After a
+    /// collective that began with a full barrier this holds already (one look at the
+    /// phases); after one that did not wait for everyone (a broadcast's root, see
+    /// [`announce`](Self::announce)) it is the flow control: that rank is at most one
+    /// collective ahead. Fails at once on an aborted group.
+    pub(crate) fn catch_up(&self) -> CResult<()> {
         if let Some(rec) = self.board.aborted() {
             return Err(self.error_of(&rec));
         }
-        let slot = self.board.rank(self.me);
+        let (world, target) = (self.board.world(), *self.arrived);
+        let done = || (0..world).all(|r| self.board.rank(r).phase.load(Acquire) >= target);
+        if done() {
+            return Ok(());
+        }
+        let behind = || -> Vec<u32> {
+            (0..world)
+                .filter(|&r| self.board.rank(r).phase.load(Acquire) < target)
+                .collect()
+        };
+        self.wait_for(&done, &behind)
+    }
+
+    fn publish_row(&self) {
         let row = self.board.row(self.me, self.seq);
         let (a, c) = self.desc.pack();
         row.desc.store(a, Relaxed);
         row.count.store(c, Relaxed);
-        slot.send_ptr.store(send, Relaxed);
-        slot.recv_ptr.store(recv, Relaxed);
         row.seq.store(self.seq, Relaxed);
+    }
+
+    /// The root of a collective whose other ranks only read from it (an eager broadcast):
+    /// publishes its descriptor and arrives without waiting for anyone (its data must be
+    /// staged, after [`catch_up`](Self::catch_up)). The others check the descriptor
+    /// against theirs ([`await_root`](Self::await_root)); a failure of theirs reaches
+    /// this rank at its next collective, through the abort record.
+    pub(crate) fn announce(&mut self) {
+        self.publish_row();
+        *self.phase += 1;
+        self.board.publish_phase(self.me, *self.phase);
+        *self.arrived = *self.phase;
+    }
+
+    /// A reader of an [`announce`](Self::announce)d collective: publishes its descriptor,
+    /// waits for the root alone and checks that it called the same collective. Then the
+    /// caller reads the root's data and [`leaves`](Self::leave). On a mismatch this rank
+    /// waits for every rank (they all arrive: whoever did not announce or read waits for
+    /// everyone) and reports the desync as a full arrival does: the same text everywhere.
+    pub(crate) fn await_root(&mut self) -> CResult<()> {
+        self.catch_up()?;
+        self.publish_row();
+        let (root, target) = (self.desc.root, *self.phase + 1);
+        let slot = self.board.rank(root);
+        self.wait_for(&|| slot.phase.load(Acquire) >= target, &|| vec![root])?;
+        let row = self.board.row(root, self.seq);
+        let theirs = OpDesc::unpack(row.desc.load(Relaxed), row.count.load(Relaxed));
+        if row.seq.load(Relaxed) == self.seq && theirs.is_some_and(|d| d.matches(&self.desc)) {
+            return Ok(());
+        }
         self.barrier()?;
-        self.check_desync()
+        *self.arrived = *self.phase;
+        self.check_desync()?;
+        Err(CollectiveError::internal(
+            self.desc.describe(),
+            "the root's descriptor differed, but every rank's matched",
+        ))
+    }
+
+    /// A reader of an announced collective is done with the root's data: it arrives.
+    pub(crate) fn leave(&mut self) {
+        *self.phase += 1;
+        self.board.publish_phase(self.me, *self.phase);
+        *self.arrived = *self.phase;
     }
 
     /// Advances this rank's phase and waits until every rank reached it.
