@@ -163,7 +163,10 @@ fn run_steps(b: &Board, h: &[AtomicU64; 4], me: u32, steps: &[Step]) -> Vec<(u64
                 phase += 1;
                 barrier(b, me, phase);
                 arrived = phase;
-                seen.push((b.row(other, seq).seq.load(Relaxed), h[other as usize * 2 + p].load(Relaxed)));
+                seen.push((
+                    b.row(other, seq).seq.load(Relaxed),
+                    h[other as usize * 2 + p].load(Relaxed),
+                ));
             }
             Step::Bcast if me == 0 => {
                 h[p].store(seq, Relaxed);

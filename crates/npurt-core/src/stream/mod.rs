@@ -177,11 +177,7 @@ impl Stream {
     /// sticky error, profiles show it). Otherwise it is queued as usual. From a runtime
     /// thread (which must not block) it is always queued. Bindings release their
     /// interpreter lock around it (see [`is_idle`](Self::is_idle)).
-    pub fn try_launch_host_here(
-        &self,
-        op: EngineOp,
-        desc: EngineDesc,
-    ) -> Result<std::result::Result<u64, Pending>> {
+    pub fn try_launch_host_here(&self, op: EngineOp, desc: EngineDesc) -> Result<std::result::Result<u64, Pending>> {
         self.0.check_usable()?;
         let task = self.0.task(Op::Engine(Engine::Host, op, desc));
         let here = !crate::thread_role::is_runtime_thread();
