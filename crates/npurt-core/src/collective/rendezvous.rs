@@ -190,7 +190,7 @@ impl Rendezvous<'_> {
             if now.duration_since(last_check) >= LIVENESS_EVERY {
                 last_check = now;
                 self.board.rank(self.me).heartbeat_ms.store(now_ms(), Relaxed);
-                self.check_alive(&behind())?;
+                self.check_alive(done, behind)?;
                 if INTERRUPT.with(|i| i.get()).is_some_and(|interrupted| interrupted()) {
                     let what = "was interrupted (a signal reached the thread that ran it)";
                     return Err(self.fail(K_FAILED, 1 << self.me, 0.0, what.into()));
@@ -201,11 +201,17 @@ impl Rendezvous<'_> {
         })
     }
 
-    fn check_alive(&self, ranks: &[u32]) -> CResult<()> {
+    /// Fails the collective if a rank it still waits for left or died. What `behind()`
+    /// said before the look may be stale: a rank that arrived meanwhile may have left or
+    /// exited since, so a departure counts only if the wait is still not done and the
+    /// rank still behind after it was seen (a departed rank's progress cannot change).
+    fn check_alive(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
         let mypid = std::process::id();
-        for &r in ranks {
+        let ranks = behind();
+        let still = |r: u32| !done() && behind().contains(&r);
+        for r in ranks {
             let slot = self.board.rank(r);
-            if slot.state.load(Acquire) == ST_LEFT {
+            if slot.state.load(Acquire) == ST_LEFT && still(r) {
                 return Err(self.fail(
                     K_FAILED,
                     1 << r,
@@ -214,7 +220,7 @@ impl Rendezvous<'_> {
                 ));
             }
             let pid = slot.pid.load(Relaxed);
-            if self.check_pids && pid != 0 && pid != mypid && pid_dead(pid) {
+            if self.check_pids && pid != 0 && pid != mypid && pid_dead(pid) && still(r) {
                 return Err(self.fail(K_FAILED, 1 << r, 0.0, format!("died (pid {pid})")));
             }
         }
