@@ -170,7 +170,9 @@ impl PyComm {
         }
         let out = recv.as_ref().and_then(|r| r.1.clone());
         let (sr, rr) = (send.map(|r| r.0), recv.map(|r| r.0));
-        let (seq, r) = if run_here && s.is_idle() {
+        // A stream whose last task just completed on a preempted thread is as good as idle.
+        let here = run_here && (s.is_idle() || py.detach(|| s.settle(SETTLE)));
+        let (seq, r) = if here {
             let r = py.detach(|| {
                 coll::with_interrupt(signal_pending, || {
                     coll::enqueue_or_run(&self.c, &s, desc, sr, rr, timeout)
@@ -191,6 +193,11 @@ impl PyComm {
         Ok((seq, s.submitted_count()))
     }
 }
+
+/// How long `enqueue(run_here=True)` waits for the owner of a stream with nothing pending
+/// to let go of it (`Stream::settle`): else the call is queued, and so are the calls after
+/// it while it runs (each finds the stream busy), for a whole burst of collectives.
+const SETTLE: Duration = Duration::from_micros(200);
 
 /// The interrupt check of a collective run on a Python thread (`collective::with_interrupt`):
 /// runs the signal handlers; an exception they raise (KeyboardInterrupt) stays set for the

@@ -190,6 +190,24 @@ impl Stream {
         self.0.sched.is_idle()
     }
 
+    /// Whether the stream is idle, waiting a little (yielding, at most `max`) when all of
+    /// its work has completed but its owner has not let go of it yet: the thread that ran
+    /// its last task may have been preempted right after completing it, which a thread
+    /// woken by that completion does at once on a busy machine. False at once when work is
+    /// pending.
+    pub fn settle(&self, max: Duration) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            if self.is_idle() {
+                return true;
+            }
+            if self.0.timeline.completed() < self.0.queue.tail() || start.elapsed() >= max {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Makes later work on this stream wait for everything submitted to `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.0.check_usable()?;
