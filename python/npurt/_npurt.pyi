@@ -490,6 +490,7 @@ class _Comm:
         root: Optional[int] = None,
         stream: Optional[Stream] = None,
         timeout: Optional[float] = None,
+        run_here: bool = False,
     ) -> Tuple[int, int]: ...
 
 def _comm_local(name: str, rank: int, world: int, timeout: Optional[float] = None) -> _Comm: ...

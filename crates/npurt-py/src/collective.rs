@@ -36,7 +36,12 @@ fn group_timeout(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Duration> {
 
 /// A buffer argument: the region and, for arrays, the array (stream ordering).
 fn region(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Region, Option<DeviceArray>)> {
-    let native = obj.getattr("_a").ok().unwrap_or_else(|| obj.clone());
+    // The native array itself (the Python front passes `t._a`), else its wrapper's `_a`
+    // (looked up only then: a failed lookup builds an AttributeError).
+    let native = match obj.cast::<PyArray>() {
+        Ok(_) => obj.clone(),
+        Err(_) => obj.getattr("_a").ok().unwrap_or_else(|| obj.clone()),
+    };
     if let Ok(a) = native.cast::<PyArray>() {
         let a = &a.get().a;
         if !a.tensor().is_contiguous() {
@@ -119,8 +124,11 @@ impl PyComm {
     }
 
     /// Queues a collective on `stream` (None: the current stream); returns its sequence
-    /// number and the stream's task count including it (the target of [`_wait_task`]). `count` is HCCL's (see `OpDesc`); `root` the root or peer rank.
-    #[pyo3(signature = (kind, send, recv, count, dtype, op=None, root=None, stream=None, timeout=None))]
+    /// number and the stream's task count including it (the target of [`_wait_task`]).
+    /// `count` is HCCL's (see `OpDesc`); `root` the root or peer rank. `run_here`: if
+    /// `stream` is idle, run it on this thread without the GIL and return when it is done
+    /// (`collective::enqueue_or_run`).
+    #[pyo3(signature = (kind, send, recv, count, dtype, op=None, root=None, stream=None, timeout=None, run_here=false))]
     #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &self,
@@ -134,6 +142,7 @@ impl PyComm {
         root: Option<&Bound<'_, PyAny>>,
         stream: Option<&Bound<'_, PyAny>>,
         timeout: Option<&Bound<'_, PyAny>>,
+        run_here: bool,
     ) -> PyResult<(u64, u64)> {
         let kind = CollKind::from_name(kind).ok_or_else(|| value_error(format!("unknown collective {kind:?}")))?;
         let small = |o: Option<&Bound<'_, PyAny>>, what: &str| -> PyResult<u32> {
@@ -160,13 +169,47 @@ impl PyComm {
             }
         }
         let out = recv.as_ref().and_then(|r| r.1.clone());
-        let (seq, r) = coll::enqueue(&self.c, &s, desc, send.map(|r| r.0), recv.map(|r| r.0), timeout).py_err()?;
+        let (sr, rr) = (send.map(|r| r.0), recv.map(|r| r.0));
+        // A stream whose last task just completed on a preempted thread is as good as idle.
+        let here = run_here && (s.is_idle() || py.detach(|| s.settle(SETTLE)));
+        let (seq, r) = if here {
+            let r = py.detach(|| {
+                coll::with_interrupt(signal_pending, || {
+                    coll::enqueue_or_run(&self.c, &s, desc, sr, rr, timeout)
+                })
+            });
+            if let Some(e) = PyErr::take(py) {
+                return Err(e); // a signal (KeyboardInterrupt) ended the collective
+            }
+            r
+        } else {
+            coll::enqueue(&self.c, &s, desc, sr, rr, timeout)
+        }
+        .py_err()?;
         submit(py, &s, Ok(r))?;
         if let Some(a) = out {
             a.mark_written(&s);
         }
         Ok((seq, s.submitted_count()))
     }
+}
+
+/// How long `enqueue(run_here=True)` waits for the owner of a stream with nothing pending
+/// to let go of it (`Stream::settle`): else the call is queued, and so are the calls after
+/// it while it runs (each finds the stream busy), for a whole burst of collectives.
+const SETTLE: Duration = Duration::from_micros(200);
+
+/// The interrupt check of a collective run on a Python thread (`collective::with_interrupt`):
+/// runs the signal handlers; an exception they raise (KeyboardInterrupt) stays set for the
+/// caller to raise.
+fn signal_pending() -> bool {
+    Python::attach(|py| match py.check_signals() {
+        Ok(()) => false,
+        Err(e) => {
+            e.restore(py);
+            true
+        }
+    })
 }
 
 /// Rank `rank` of the process-local group `name` (`init_process_group("local")`).

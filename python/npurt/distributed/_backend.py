@@ -112,6 +112,22 @@ class Backend:
     ) -> Work:
         raise NotImplementedError
 
+    def run(
+        self,
+        kind: str,
+        send: Any,
+        recv: Any,
+        op: int,
+        root: int,
+        stream: Any,
+        timeout_s: Optional[float],
+    ) -> None:
+        """:meth:`collective` when the caller needs no :class:`Work` (``async_op=False``):
+        the collective is ordered on ``stream`` all the same, but a backend may run it on
+        the calling thread when nothing is pending there (host-synchronous). Its failure
+        must still surface where the result is waited for (``stream``'s error)."""
+        self.collective(kind, send, recv, op, root, stream, timeout_s)
+
     def shutdown(self) -> None:
         """Leaves the communicator (peers still waiting get RankFailedError)."""
 

@@ -117,11 +117,20 @@ class ProcessGroup:
                 # fresh one, so that this collective reports its own (the group is aborted).
                 cs = self._streams[dev] = npurt.Stream(device=dev)
                 cs.wait_stream(cur)
-        work = self.backend.collective(kind, send, recv, int(op), int(root), cs, _seconds(timeout))
         if async_op:
+            work = self.backend.collective(kind, send, recv, int(op), int(root), cs, _seconds(timeout))
             self._marks[dev] = (cur.id, cur.submitted)
             return _PublicWork(work, cs.record_event(), dev)
-        cur.wait_stream(cs)
+        # May run on this thread when `cs` is idle (the backend's `run`): `cur` then has
+        # nothing to wait for (no wait is queued), and if it failed, `cs` holds the error,
+        # raised where the result is waited for (the tensor's last writer is `cs`), as when
+        # it runs queued.
+        self.backend.run(kind, send, recv, int(op), int(root), cs, _seconds(timeout))
+        try:
+            cur.wait_stream(cs)
+        except npurt.Error:
+            if cs.usable or not cur.usable:
+                raise
         self._marks[dev] = (cur.id, cur.submitted)
         return None
 

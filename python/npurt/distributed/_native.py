@@ -11,7 +11,11 @@ from typing import Any, Optional
 from .. import _npurt
 from ._backend import Backend, Work, hccl_count
 
-__all__ = ["NativeBackend", "NativeWork", "local_backend", "shm_backend"]
+__all__ = ["NativeBackend", "NativeWork", "local_backend", "shm_backend", "HOST_SYNC_ENV"]
+
+# "0": collectives with async_op=False are always queued on the communication stream (the
+# host never blocks in the call); else the calling thread runs them when that stream is idle.
+HOST_SYNC_ENV = "NPURT_COLLECTIVE_HOST_SYNC"
 
 
 class NativeWork(Work):
@@ -44,6 +48,8 @@ class NativeBackend(Backend):
     def __init__(self, name: str, comm: Any) -> None:
         self.name, self.comm = name, comm
         self.rank, self.size = comm.rank, comm.world
+        self.host_sync = os.environ.get(HOST_SYNC_ENV, "1").strip() != "0"
+
 
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
         arr = send if send is not None else recv
@@ -61,6 +67,23 @@ class NativeBackend(Backend):
             timeout_s,
         )
         return NativeWork(stream, target, seq)
+
+    def run(self, kind, send, recv, op, root, stream, timeout_s) -> None:  # type: ignore[override]
+        """``async_op=False``: on an idle ``stream`` the calling thread runs the collective
+        (``_Comm.enqueue(run_here=True)``; ``NPURT_COLLECTIVE_HOST_SYNC=0``: always queued)."""
+        arr = send if send is not None else recv
+        self.comm.enqueue(
+            kind,
+            send._a if send is not None else None,
+            recv._a if recv is not None else None,
+            hccl_count(kind, send, recv, self.size),
+            arr.dtype_name if arr is not None else "uint8",
+            op,
+            root,
+            stream,
+            timeout_s,
+            self.host_sync,
+        )
 
     def shutdown(self) -> None:
         self.comm.destroy()

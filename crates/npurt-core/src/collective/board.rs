@@ -20,6 +20,9 @@ const TEXT_WORDS: usize = 64; // 512 bytes of abort detail
 #[cfg(loom)]
 const TEXT_WORDS: usize = 2; // (the models keep the state space small)
 
+/// The futex word's low bit: a waiter sleeps on it (see [`Board::wake`]).
+pub(crate) const SLEEPING: u32 = 1;
+
 /// Rank states on the board.
 pub(crate) const ST_EMPTY: u32 = 0;
 pub(crate) const ST_JOINED: u32 = 1;
@@ -34,7 +37,9 @@ const AB_PUBLISHED: u64 = 2;
 pub(crate) struct Header {
     pub(crate) magic: AtomicU64,
     pub(crate) world: AtomicU32,
-    /// Futex word: bumped (and woken) on every phase, mailbox or abort change.
+    /// Futex word: bumped by 2 on every phase, mailbox or abort change; its low bit
+    /// ([`SLEEPING`]) says a waiter sleeps on it (only then does a change make the wake
+    /// syscall).
     pub(crate) epoch: AtomicU32,
     pub(crate) slot_bytes: AtomicU64,
     pub(crate) joined: AtomicU32,
@@ -178,17 +183,31 @@ impl Board {
         self.wake();
     }
 
-    /// Bumps the futex word and wakes every waiter (in every process). Called after every
-    /// change a waiter may wait for (a phase, a mailbox, the abort record).
+    /// Bumps the futex word and wakes every waiter (in every process) if one sleeps.
+    /// Called after every change a waiter may wait for (a phase, a mailbox, the abort
+    /// record). The bump clears [`SLEEPING`] in the same read-modify-write, so a sleeper
+    /// either saw the word move (its `sleep` returns at once) or set the flag first (and
+    /// is woken here).
     pub(crate) fn wake(&self) {
         let e = &self.header().epoch;
-        e.fetch_add(1, Release);
-        crate::futex::wake(e);
+        let old = e
+            .fetch_update(AcqRel, Acquire, |v| Some((v & !SLEEPING).wrapping_add(2)))
+            .unwrap_or_else(|v| v);
+        if old & SLEEPING != 0 {
+            crate::futex::wake(e);
+        }
     }
 
-    /// Sleeps until the futex word moves from `seen` or `max` passes.
+    /// Sleeps until the futex word moves from `seen` or `max` passes: sets [`SLEEPING`]
+    /// (unless the word moved already: then it returns at once) and sleeps on the word
+    /// with the flag.
     pub(crate) fn sleep(&self, seen: u32, max: Duration) {
-        crate::futex::wait(&self.header().epoch, seen, max);
+        let e = &self.header().epoch;
+        let flagged = seen | SLEEPING;
+        if seen & SLEEPING == 0 && e.compare_exchange(seen, flagged, AcqRel, Acquire).is_err() {
+            return;
+        }
+        crate::futex::wait(e, flagged, max);
     }
 
     /// Waits until `done()`: reads the futex word, then checks `done`; if not done,

@@ -85,6 +85,9 @@ pub(crate) struct ExecState {
     turn: u64,
     skipped: BTreeSet<u64>,
     pub(crate) phase: u64,
+    /// The phase this rank published when it arrived at its last collective (see
+    /// `Rendezvous::catch_up`).
+    pub(crate) arrived: u64,
     pub(crate) sent: Vec<u64>,
     pub(crate) received: Vec<u64>,
 }
@@ -149,6 +152,7 @@ impl Communicator {
                 turn: 0,
                 skipped: BTreeSet::new(),
                 phase: 0,
+                arrived: 0,
                 sent: vec![0; w],
                 received: vec![0; w],
             }),
@@ -249,7 +253,11 @@ impl Communicator {
         }
         let result = {
             let ExecState {
-                phase, sent, received, ..
+                phase,
+                arrived,
+                sent,
+                received,
+                ..
             } = &mut *st;
             let mut rv = Rendezvous {
                 board: &self.0.board,
@@ -257,6 +265,7 @@ impl Communicator {
                 seq,
                 desc,
                 phase,
+                arrived,
                 start,
                 deadline,
                 check_pids: self.transport() == Transport::Shm,
@@ -289,12 +298,12 @@ impl Communicator {
     /// while the group is usable): such a call fails at once, as HCCL's and torch's do.
     pub(crate) fn aborted_error(&self, seq: u64, desc: OpDesc) -> Option<CollectiveError> {
         let rec = self.0.board.aborted()?;
-        Some(self.at_once(seq, desc, &mut 0).error_of(&rec))
+        Some(self.at_once(seq, desc, &mut 0, &mut 0).error_of(&rec))
     }
 
     /// A rendezvous of collective `seq` that waits for nothing (its deadline is now): for
     /// reading or publishing the group's abort record.
-    fn at_once<'a>(&'a self, seq: u64, desc: OpDesc, phase: &'a mut u64) -> Rendezvous<'a> {
+    fn at_once<'a>(&'a self, seq: u64, desc: OpDesc, phase: &'a mut u64, arrived: &'a mut u64) -> Rendezvous<'a> {
         let now = Instant::now();
         Rendezvous {
             board: &self.0.board,
@@ -302,6 +311,7 @@ impl Communicator {
             seq,
             desc,
             phase,
+            arrived,
             start: now,
             deadline: now,
             check_pids: false,
@@ -319,7 +329,7 @@ impl Communicator {
             st.skipped.insert(ticket.turn);
         }
         drop(st);
-        self.at_once(seq, desc, &mut 0).fail(
+        self.at_once(seq, desc, &mut 0, &mut 0).fail(
             K_FAILED,
             1 << self.rank(),
             0.0,

@@ -13,13 +13,23 @@
 //!    barrier.
 //!
 //! Why leaving at once is safe: a rank writes half `seq % 2` again only at collective
-//! `seq + 2`, before which it passed the arrival of `seq + 1`, which every rank reaches only
-//! after it finished reading the halves of `seq`. The board rows follow the same parity rule
-//! ([`super::board::Board::row`]). Between the two, a general collective (which writes its
-//! slots only after its arrival) or a send/recv (which uses the slots, never the eager
-//! areas) cannot disturb an eager half still being read. The loom model
-//! `loom_eager_halves_are_never_overwritten_while_read` checks the rule over three
-//! collectives.
+//! `seq + 2`, and first waits until every rank arrived at `seq + 1` (`catch_up`), which a
+//! rank does only after it finished reading the halves of `seq`. The board rows follow the
+//! same parity rule ([`super::board::Board::row`]). Between the two, a general collective
+//! (which writes its slots only after its arrival) or a send/recv (which uses the slots,
+//! never the eager areas) cannot disturb an eager half still being read.
+//!
+//! A **broadcast** does not even wait for everyone: the root stages its data and arrives
+//! without waiting (`announce`); each other rank waits for the root alone, checks the
+//! root's descriptor against its own (`await_root`: on a mismatch it waits for everyone and
+//! reports the desync as a full arrival does), copies, and only then arrives (`leave`). So
+//! "arrived at `seq`" still means "done reading `seq`", `catch_up` keeps the rule above,
+//! and a root is at most one collective ahead of the slowest rank (as MPI's eager
+//! broadcast, whose root returns once its data is sent). A failure of a reader reaches the
+//! root at its next collective (the abort record). The loom models
+//! `loom_eager_halves_are_never_overwritten_while_read` (three full-barrier collectives)
+//! and `loom_broadcast_root_never_overwrites_what_is_read` (broadcasts around one)
+//! check the rule.
 
 use super::algo::copy;
 use super::comm::CommInner;
@@ -72,16 +82,29 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     let area = |r: u32| c.eager + (r as usize * 2 + half) * EAGER_BYTES;
     let all = |off: usize| -> Vec<*const u8> { (0..n).map(|r| (area(r) + off) as *const u8).collect() };
     let (send_bytes, _) = d.buffer_bytes(n)?;
-    let stages = match d.kind {
-        CollKind::Broadcast => me == d.root,
-        CollKind::Barrier => false,
-        _ => true,
-    };
+    // A broadcast's root waits for nobody: every other rank only reads from it.
+    rv.catch_up()?;
+    if d.kind == CollKind::Broadcast {
+        if me == d.root {
+            // SAFETY: as the staging below (`catch_up` made this half free).
+            unsafe { copy(area(me), send, send_bytes) };
+            rv.announce();
+        } else {
+            rv.await_root()?;
+            // SAFETY: the root's half holds its data (published with its phase, which
+            // `await_root` read with Acquire) and it stays until this rank leaves: the
+            // root writes it again only after `catch_up` saw this rank arrive later.
+            unsafe { copy(recv, area(d.root), count * e) };
+            rv.leave();
+        }
+        return Ok(());
+    }
+    let stages = d.kind != CollKind::Barrier;
     if stages {
         // SAFETY: `send` is this rank's checked buffer of `send_bytes` (`check_regions`),
         // at most EAGER_BYTES (`fits`), and the half is this rank's, which no rank reads
         // now (module docs: the last reader of this half left it before arriving at the
-        // previous collective, which this rank passed).
+        // previous collective, which `catch_up` saw every rank do).
         unsafe { copy(area(me), send, send_bytes) };
     }
     rv.arrive(0, 0)?;
@@ -93,7 +116,6 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     match d.kind {
         CollKind::AllReduce => unsafe { reduce(recv as *mut u8, &all(0), count, d.dtype, d.op) },
         CollKind::Reduce if me == d.root => unsafe { reduce(recv as *mut u8, &all(0), count, d.dtype, d.op) },
-        CollKind::Broadcast if me != d.root => unsafe { copy(recv, area(d.root), count * e) },
         CollKind::AllGather => {
             for j in 0..n {
                 unsafe { copy(recv + j as usize * count * e, area(j), count * e) };

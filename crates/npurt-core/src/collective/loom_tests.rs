@@ -9,7 +9,8 @@
 //!   model's sleeps have no timeout, so a lost wake-up is a deadlock), over two phases.
 //! - Eager collectives (`eager.rs`: one barrier, rows and staging halves by the seq's
 //!   parity, no closing barrier): what a rank compares and reads after arriving is never
-//!   rewritten by a later collective before it is done, over three collectives.
+//!   rewritten by a later collective before it is done, over three collectives; and with
+//!   broadcasts whose root does not wait for the reader (`catch_up` is the flow control).
 
 use super::board::{AbortRecord, Board, ModelBlock};
 use crate::sync::{Arc, AtomicU64};
@@ -126,4 +127,99 @@ fn loom_eager_halves_are_never_overwritten_while_read() {
         assert_eq!(mine, want, "rank 0 read a row or half of another collective");
         assert_eq!(theirs, want, "rank 1 read a row or half of another collective");
     });
+}
+
+/// One collective of the broadcast model: a full-barrier eager one (every rank stages and
+/// reads the other's half) or a broadcast from rank 0 (`eager.rs`: the root stages and
+/// arrives without waiting; the reader waits for the root alone, reads, then arrives).
+#[derive(Clone, Copy)]
+enum Step {
+    Full,
+    Bcast,
+}
+
+/// `Rendezvous::catch_up`: every rank's phase reached `arrived`.
+fn catch_up(b: &Board, arrived: u64) {
+    let done = || (0..b.world()).all(|r| b.rank(r).phase.load(Acquire) >= arrived);
+    b.wait_until(done, |seen| {
+        b.sleep(seen, Duration::from_secs(60));
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+}
+
+/// Rank `me`'s side of `steps`: what it read (row seq, half contents) per collective.
+fn run_steps(b: &Board, h: &[AtomicU64; 4], me: u32, steps: &[Step]) -> Vec<(u64, u64)> {
+    let (mut phase, mut arrived, mut seen) = (0u64, 0u64, Vec::new());
+    for (i, step) in steps.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let p = (seq & 1) as usize;
+        let other = 1 - me;
+        catch_up(b, arrived);
+        match step {
+            Step::Full => {
+                h[me as usize * 2 + p].store(seq, Relaxed);
+                b.row(me, seq).seq.store(seq, Relaxed);
+                phase += 1;
+                barrier(b, me, phase);
+                arrived = phase;
+                seen.push((
+                    b.row(other, seq).seq.load(Relaxed),
+                    h[other as usize * 2 + p].load(Relaxed),
+                ));
+            }
+            Step::Bcast if me == 0 => {
+                h[p].store(seq, Relaxed);
+                b.row(me, seq).seq.store(seq, Relaxed);
+                phase += 1;
+                b.publish_phase(me, phase);
+                arrived = phase;
+                seen.push((seq, seq));
+            }
+            Step::Bcast => {
+                b.row(me, seq).seq.store(seq, Relaxed);
+                let target = phase + 1;
+                let root = b.rank(0);
+                b.wait_until(
+                    || root.phase.load(Acquire) >= target,
+                    |s| {
+                        b.sleep(s, Duration::from_secs(60));
+                        Ok::<(), ()>(())
+                    },
+                )
+                .unwrap();
+                seen.push((b.row(0, seq).seq.load(Relaxed), h[p].load(Relaxed)));
+                phase += 1;
+                b.publish_phase(me, phase);
+                arrived = phase;
+            }
+        }
+    }
+    seen
+}
+
+fn broadcast_model(steps: &'static [Step]) {
+    loom::model(move || {
+        let b = board(2);
+        let halves: Arc<[AtomicU64; 4]> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
+        let t = {
+            let (b, h) = (b.clone(), halves.clone());
+            thread::spawn(move || run_steps(&b.0, &h, 1, steps))
+        };
+        let mine = run_steps(&b.0, &halves, 0, steps);
+        let theirs = t.join().unwrap();
+        let want: Vec<(u64, u64)> = (1..=steps.len() as u64).map(|s| (s, s)).collect();
+        assert_eq!(mine, want, "rank 0 read a row or half of another collective");
+        assert_eq!(theirs, want, "rank 1 read a row or half of another collective");
+    });
+}
+
+/// Broadcasts whose root never waits for the reader (`eager.rs`): `catch_up` keeps the
+/// root from restaging a half, or rewriting a row, the reader has not read yet — three
+/// broadcasts in a row, and one between full-barrier collectives (whose halves the root
+/// would otherwise rewrite while the reader still reads them). Without `catch_up` both fail.
+#[test]
+fn loom_broadcast_root_never_overwrites_what_is_read() {
+    broadcast_model(&[Step::Bcast, Step::Bcast, Step::Bcast]);
+    broadcast_model(&[Step::Full, Step::Bcast, Step::Full]);
 }

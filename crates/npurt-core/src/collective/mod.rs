@@ -18,7 +18,8 @@
 //!   every rank and run, whichever path ran).
 //! * Bootstrap: [`local`] (threads of one process; `HcclCommInitAll`), [`shm`] (a
 //!   shareable memfd segment exported with [`crate::ipc`]).
-//! * [`enqueue`] (below): a collective as a task on a stream's host engine. It claims the
+//! * [`enqueue`] (below): a collective as a task on a stream's host engine; [`enqueue_or_run`]
+//!   runs it on the calling thread when the stream is idle (host-synchronous). It claims the
 //!   collective's sequence number in call order and queues it, so it runs after the
 //!   stream's earlier work, later work waits for it, and profiles show it. The host engine
 //!   grows a thread when jobs outnumber idle threads, so a rank blocked at a rendezvous
@@ -42,7 +43,7 @@ pub use board::MAX_RANKS;
 pub use comm::{default_timeout, Communicator, Region, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
 pub use eager::{EAGER_BYTES, EAGER_ENV};
 pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
-pub use rendezvous::pid_dead;
+pub use rendezvous::{pid_dead, with_interrupt};
 pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp};
 
 use crate::error::{Error, TaskError};
@@ -96,6 +97,38 @@ pub fn enqueue(
     recv: Option<Region>,
     timeout: Option<Duration>,
 ) -> crate::Result<(u64, Result<u64, Pending>)> {
+    launch(comm, stream, desc, send, recv, timeout, false)
+}
+
+/// [`enqueue`], but if `stream` is idle (nothing queued or in flight) the calling thread
+/// runs the collective itself and returns once it is done, gloo-style: no hand-off to a
+/// host-engine thread and back, the thread that waits is the one that called. Everything
+/// else is [`enqueue`]'s: the collective is a task of `stream` (its position, profiles, its
+/// failure as the stream's sticky error, raised where its result is waited for), its
+/// deadline and desync and dead-rank checks are the same code. When `stream` is busy the
+/// collective is queued and this returns at once. The caller must be able to block (not
+/// a runtime thread: then it is always queued) and must hold no lock the collective's
+/// peers need (bindings release their interpreter lock).
+pub fn enqueue_or_run(
+    comm: &Communicator,
+    stream: &Stream,
+    desc: OpDesc,
+    send: Option<Region>,
+    recv: Option<Region>,
+    timeout: Option<Duration>,
+) -> crate::Result<(u64, Result<u64, Pending>)> {
+    launch(comm, stream, desc, send, recv, timeout, true)
+}
+
+fn launch(
+    comm: &Communicator,
+    stream: &Stream,
+    desc: OpDesc,
+    send: Option<Region>,
+    recv: Option<Region>,
+    timeout: Option<Duration>,
+    here: bool,
+) -> crate::Result<(u64, Result<u64, Pending>)> {
     check_regions(&desc, comm.world(), send.as_ref(), recv.as_ref()).map_err(Error::Collective)?;
     let bytes = send.as_ref().or(recv.as_ref()).map_or(0, |r| r.len) as u64;
     let ticket = comm.claim(desc.kind).map_err(Error::Collective)?;
@@ -115,7 +148,12 @@ pub fn enqueue(
         name: Some(desc.kind.hccl_name()),
         ..EngineDesc::new(TaskKind::HostFunc, bytes)
     };
-    let r = stream.try_launch_described(Engine::Host, Box::new(move || job.run()), d)?;
+    let op = Box::new(move || job.run());
+    let r = if here {
+        stream.try_launch_host_here(op, d)?
+    } else {
+        stream.try_launch_described(Engine::Host, op, d)?
+    };
     Ok((ticket.seq, r))
 }
 

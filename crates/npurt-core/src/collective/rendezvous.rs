@@ -15,6 +15,30 @@ pub(crate) const K_TIMEOUT: u32 = 1;
 pub(crate) const K_DESYNC: u32 = 2;
 pub(crate) const K_FAILED: u32 = 3;
 
+/// How long a waiter yields its core before it sleeps on the board's futex word. With
+/// more ranks than cores, the ranks it waits for need that core: yielding hands it over
+/// at once, while a sleep and its wake-up cost a few microseconds each (4 ranks on 2
+/// vCPUs: 1 KiB broadcast ~30 µs a call sleeping at once, ~15 µs yielding 50 µs first).
+const YIELD_FOR: Duration = Duration::from_micros(50);
+
+thread_local! {
+    /// This thread's interrupt check while it runs a collective itself ([`with_interrupt`]).
+    static INTERRUPT: std::cell::Cell<Option<fn() -> bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` (which may run a collective on this thread: `enqueue_or_run`) with
+/// `interrupted` as this thread's interrupt check: a wait inside the collective calls it
+/// every [`LIVENESS_EVERY`] (not on the fast path) and, when it returns true, fails the
+/// collective as this rank's failure ([`CollectiveError::RankFailed`] naming this rank,
+/// on every rank), so a signal (Ctrl-C) need not wait for the deadline. Bindings pass a
+/// check that looks for pending signals and keeps the exception for the caller.
+pub fn with_interrupt<R>(interrupted: fn() -> bool, f: impl FnOnce() -> R) -> R {
+    let prev = INTERRUPT.with(|i| i.replace(Some(interrupted)));
+    let r = f();
+    INTERRUPT.with(|i| i.set(prev));
+    r
+}
+
 /// How often a waiter looks at the pids of the ranks it waits for.
 const LIVENESS_EVERY: Duration = Duration::from_millis(20);
 
@@ -28,6 +52,8 @@ pub(crate) struct Rendezvous<'a> {
     pub(crate) desc: OpDesc,
     /// This rank's barrier phase (monotonic over the communicator's life).
     pub(crate) phase: &'a mut u64,
+    /// The phase this rank published when it arrived at its previous collective.
+    pub(crate) arrived: &'a mut u64,
     pub(crate) start: Instant,
     pub(crate) deadline: Instant,
     /// Whether peers are other processes (their pids are watched).
@@ -38,19 +64,90 @@ impl Rendezvous<'_> {
     /// Publishes this rank's descriptor, waits for every rank, and checks that they all
     /// called the same collective.
     pub(crate) fn arrive(&mut self, send: u64, recv: u64) -> CResult<()> {
+        self.catch_up()?;
+        let slot = self.board.rank(self.me);
+        slot.send_ptr.store(send, Relaxed);
+        slot.recv_ptr.store(recv, Relaxed);
+        self.publish_row();
+        self.barrier()?;
+        *self.arrived = *self.phase;
+        self.check_desync()
+    }
+
+    /// Waits until every rank arrived at this rank's previous collective: before it writes
+    /// its row or eager half of parity `seq % 2` again, whoever read those of `seq - 2` is
+    /// done (a rank reads them before it arrives at the next collective). After a
+    /// collective that began with a full barrier this holds already (one look at the
+    /// phases); after one that did not wait for everyone (a broadcast's root, see
+    /// [`announce`](Self::announce)) it is the flow control: that rank is at most one
+    /// collective ahead. Fails at once on an aborted group.
+    pub(crate) fn catch_up(&self) -> CResult<()> {
         if let Some(rec) = self.board.aborted() {
             return Err(self.error_of(&rec));
         }
-        let slot = self.board.rank(self.me);
+        let (world, target) = (self.board.world(), *self.arrived);
+        let done = || (0..world).all(|r| self.board.rank(r).phase.load(Acquire) >= target);
+        if done() {
+            return Ok(());
+        }
+        let behind = || -> Vec<u32> {
+            (0..world)
+                .filter(|&r| self.board.rank(r).phase.load(Acquire) < target)
+                .collect()
+        };
+        self.wait_for(&done, &behind)
+    }
+
+    fn publish_row(&self) {
         let row = self.board.row(self.me, self.seq);
         let (a, c) = self.desc.pack();
         row.desc.store(a, Relaxed);
         row.count.store(c, Relaxed);
-        slot.send_ptr.store(send, Relaxed);
-        slot.recv_ptr.store(recv, Relaxed);
         row.seq.store(self.seq, Relaxed);
+    }
+
+    /// The root of a collective whose other ranks only read from it (an eager broadcast):
+    /// publishes its descriptor and arrives without waiting for anyone (its data must be
+    /// staged, after [`catch_up`](Self::catch_up)). The others check the descriptor
+    /// against theirs ([`await_root`](Self::await_root)); a failure of theirs reaches
+    /// this rank at its next collective, through the abort record.
+    pub(crate) fn announce(&mut self) {
+        self.publish_row();
+        *self.phase += 1;
+        self.board.publish_phase(self.me, *self.phase);
+        *self.arrived = *self.phase;
+    }
+
+    /// A reader of an [`announce`](Self::announce)d collective: publishes its descriptor,
+    /// waits for the root alone and checks that it called the same collective. Then the
+    /// caller reads the root's data and [`leaves`](Self::leave). On a mismatch this rank
+    /// waits for every rank (they all arrive: whoever did not announce or read waits for
+    /// everyone) and reports the desync as a full arrival does: the same text everywhere.
+    pub(crate) fn await_root(&mut self) -> CResult<()> {
+        self.catch_up()?;
+        self.publish_row();
+        let (root, target) = (self.desc.root, *self.phase + 1);
+        let slot = self.board.rank(root);
+        self.wait_for(&|| slot.phase.load(Acquire) >= target, &|| vec![root])?;
+        let row = self.board.row(root, self.seq);
+        let theirs = OpDesc::unpack(row.desc.load(Relaxed), row.count.load(Relaxed));
+        if row.seq.load(Relaxed) == self.seq && theirs.is_some_and(|d| d.matches(&self.desc)) {
+            return Ok(());
+        }
         self.barrier()?;
-        self.check_desync()
+        *self.arrived = *self.phase;
+        self.check_desync()?;
+        Err(CollectiveError::internal(
+            self.desc.describe(),
+            "the root's descriptor differed, but every rank's matched",
+        ))
+    }
+
+    /// A reader of an announced collective is done with the root's data: it arrives.
+    pub(crate) fn leave(&mut self) {
+        *self.phase += 1;
+        self.board.publish_phase(self.me, *self.phase);
+        *self.arrived = *self.phase;
     }
 
     /// Advances this rank's phase and waits until every rank reached it.
@@ -64,45 +161,57 @@ impl Rendezvous<'_> {
                 .filter(|&r| self.board.rank(r).phase.load(Acquire) < target)
                 .collect()
         };
-        self.wait_for(&|| behind().is_empty(), &behind)
+        let done = || (0..world).all(|r| self.board.rank(r).phase.load(Acquire) >= target);
+        self.wait_for(&done, &behind)
     }
 
     /// Waits until `done()`; `behind()` names the ranks still awaited.
     pub(crate) fn wait_for(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
         let mut spins = 0u32;
-        let mut last_check = Instant::now();
+        let waiting = Instant::now();
+        let mut last_check = waiting;
         self.board.wait_until(done, |seen| {
             if let Some(rec) = self.board.aborted() {
                 return Err(self.error_of(&rec));
             }
-            if spins < 64 {
+            if spins < 16 {
                 spins += 1;
-                if spins < 16 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
+                std::hint::spin_loop();
                 return Ok(());
             }
             let now = Instant::now();
+            if now.duration_since(waiting) < YIELD_FOR {
+                std::thread::yield_now();
+                return Ok(());
+            }
             if now >= self.deadline {
                 return Err(self.fail_timeout(&behind()));
             }
             if now.duration_since(last_check) >= LIVENESS_EVERY {
                 last_check = now;
                 self.board.rank(self.me).heartbeat_ms.store(now_ms(), Relaxed);
-                self.check_alive(&behind())?;
+                self.check_alive(done, behind)?;
+                if INTERRUPT.with(|i| i.get()).is_some_and(|interrupted| interrupted()) {
+                    let what = "was interrupted (a signal reached the thread that ran it)";
+                    return Err(self.fail(K_FAILED, 1 << self.me, 0.0, what.into()));
+                }
             }
             self.board.sleep(seen, (self.deadline - now).min(LIVENESS_EVERY));
             Ok(())
         })
     }
 
-    fn check_alive(&self, ranks: &[u32]) -> CResult<()> {
+    /// Fails the collective if a rank it still waits for left or died. What `behind()`
+    /// said before the look may be stale: a rank that arrived meanwhile may have left or
+    /// exited since, so a departure counts only if the wait is still not done and the
+    /// rank still behind after it was seen (a departed rank's progress cannot change).
+    fn check_alive(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
         let mypid = std::process::id();
-        for &r in ranks {
+        let ranks = behind();
+        let still = |r: u32| !done() && behind().contains(&r);
+        for r in ranks {
             let slot = self.board.rank(r);
-            if slot.state.load(Acquire) == ST_LEFT {
+            if slot.state.load(Acquire) == ST_LEFT && still(r) {
                 return Err(self.fail(
                     K_FAILED,
                     1 << r,
@@ -111,7 +220,7 @@ impl Rendezvous<'_> {
                 ));
             }
             let pid = slot.pid.load(Relaxed);
-            if self.check_pids && pid != 0 && pid != mypid && pid_dead(pid) {
+            if self.check_pids && pid != 0 && pid != mypid && pid_dead(pid) && still(r) {
                 return Err(self.fail(K_FAILED, 1 << r, 0.0, format!("died (pid {pid})")));
             }
         }

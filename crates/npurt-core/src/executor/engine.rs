@@ -145,8 +145,9 @@ fn engine_main(device: u32, engine: Engine, rx: Receiver<EngineJob>) {
     }
 }
 
-/// Runs one engine task; `thread` is the engine thread's index (profiles).
-fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
+/// Runs one engine task; `thread` is the engine thread's index (profiles), or
+/// [`super::start::PUSHER_THREAD`] when its pusher runs it.
+pub(crate) fn run_job(_device: u32, engine: Engine, job: EngineJob, thread: u32) {
     {
         let EngineJob {
             stream,

@@ -36,7 +36,7 @@ use std::time::Duration;
 /// Number of priority levels (ACL: 0 highest .. 7 lowest).
 pub(crate) const PRIORITY_LEVELS: usize = 8;
 
-pub(crate) use start::start;
+pub(crate) use start::{start, start_pushed};
 pub(crate) use state::DeviceState;
 
 /// A device's scheduler, shared by its workers, engines and streams: ready lists, jobs,

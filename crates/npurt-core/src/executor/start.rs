@@ -10,12 +10,17 @@
 //! used to run only after that kernel), and a copy → copy or copy → record hop costs no
 //! worker wake-up. Ownership is unchanged: only the owner pops, and it hands the stream on
 //! exactly as a worker does (to an engine, a timeline, the ready list, or idle).
+//!
+//! One exception to "a host callback goes to its engine": a pusher that found the stream
+//! idle and asked to run its own host task ([`start_pushed`], issue 18's host-synchronous
+//! collectives) runs that task on its own thread when it reaches it, as the host engine
+//! would, and then carries on as the stream's owner.
 
 use super::engine::EngineJob;
 use super::worker::record;
 use crate::error::TaskError;
 use crate::profiler::TaskKind;
-use crate::stream::task::{Op, Task};
+use crate::stream::task::{Engine, Op, Task};
 use crate::stream::timeline::{Registered, Wake};
 use crate::stream::StreamInner;
 use std::cell::Cell;
@@ -33,6 +38,34 @@ const MAX_NESTING: u32 = 4;
 
 thread_local! {
     static NESTING: Cell<u32> = const { Cell::new(0) };
+    /// `(stream id, position)` of the host task this thread pushed and may run itself.
+    static RUN_HERE: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// Engine-thread index of a host task run by its pusher: none (profiles show no callback
+/// thread for it).
+pub(crate) const PUSHER_THREAD: u32 = crate::profiler::NO_CORE;
+
+/// [`start`] by the pusher of the task at position `pos`, which found `s` idle: if that
+/// task is a host-engine op and reaches the head while this thread still owns the stream
+/// (nothing queued before it is left on another thread), it runs here, before this
+/// returns. The caller must be a thread that may block (not a runtime thread) and must not
+/// hold locks the task needs (bindings release their interpreter lock).
+pub(crate) fn start_pushed(s: Arc<StreamInner>, pos: u64) {
+    let prev = RUN_HERE.with(|h| h.replace(Some((s.id, pos))));
+    start(s);
+    RUN_HERE.with(|h| h.set(prev));
+}
+
+/// Whether the head task of `s` is the one this thread pushed to run itself (consumed).
+fn run_here(s: &StreamInner) -> bool {
+    RUN_HERE.with(|h| match h.get() {
+        Some((id, pos)) if id == s.id && pos == s.timeline.completed() => {
+            h.set(None);
+            true
+        }
+        _ => false,
+    })
 }
 
 /// Hands a stream whose head task finished on this thread (an engine task, or the wait it
@@ -116,16 +149,19 @@ pub(crate) fn exec_other(s: &Arc<StreamInner>, task: Task) -> bool {
             }
         },
         Op::Engine(engine, op, desc) => {
-            s.dev.send_engine(
-                engine,
-                EngineJob {
-                    stream: s.clone(),
-                    op,
-                    submit_ns,
-                    meta,
-                    desc,
-                },
-            );
+            let job = EngineJob {
+                stream: s.clone(),
+                op,
+                submit_ns,
+                meta,
+                desc,
+            };
+            if engine == Engine::Host && run_here(s) {
+                // Its pusher runs it (`start_pushed`); the stream passes on from there.
+                super::engine::run_job(s.dev.ordinal, engine, job, PUSHER_THREAD);
+            } else {
+                s.dev.send_engine(engine, job);
+            }
             return false;
         }
     }

@@ -80,6 +80,13 @@ impl StreamInner {
     /// Pushes without blocking; gives the task back when the ring is full.
     #[inline]
     pub(crate) fn try_push(self: &Arc<Self>, task: Task) -> std::result::Result<u64, Task> {
+        self.try_push_as(task, false)
+    }
+
+    /// [`try_push`](Self::try_push); `run_here`: if the stream was idle, this thread may run
+    /// the task itself when it is a host-engine op (`executor::start_pushed`).
+    #[inline]
+    pub(crate) fn try_push_as(self: &Arc<Self>, task: Task, run_here: bool) -> std::result::Result<u64, Task> {
         let (submit_ns, meta) = (task.submit_ns, task.meta);
         let what = log::log_enabled!(log::Level::Debug).then(|| observe::describe(&task.op));
         let san = crate::sanitizer::on().then(|| task.op.kind());
@@ -94,7 +101,12 @@ impl StreamInner {
             self.log_queued(&what, pos, meta);
         }
         if self.sched.notify() {
-            crate::executor::start(self.clone()); // it was idle: this thread owns it now
+            // It was idle: this thread owns it now.
+            if run_here {
+                crate::executor::start_pushed(self.clone(), pos);
+            } else {
+                crate::executor::start(self.clone());
+            }
         }
         Ok(pos)
     }

@@ -170,6 +170,44 @@ impl Stream {
         self.try_op(Op::Engine(engine, op, desc))
     }
 
+    /// [`try_launch_described`](Self::try_launch_described) of a host-engine op that the
+    /// calling thread runs itself if the stream is idle (nothing queued or in flight): the
+    /// call then returns once `op` ran (host-synchronous, like gloo's collectives), and the
+    /// stream carries on as if the host engine had run it (its failure is the stream's
+    /// sticky error, profiles show it). Otherwise it is queued as usual. From a runtime
+    /// thread (which must not block) it is always queued. Bindings release their
+    /// interpreter lock around it (see [`is_idle`](Self::is_idle)).
+    pub fn try_launch_host_here(&self, op: EngineOp, desc: EngineDesc) -> Result<std::result::Result<u64, Pending>> {
+        self.0.check_usable()?;
+        let task = self.0.task(Op::Engine(Engine::Host, op, desc));
+        let here = !crate::thread_role::is_runtime_thread();
+        Ok(self.0.try_push_as(task, here).map_err(Pending))
+    }
+
+    /// True when nothing is queued on the stream or in flight (a hint: another thread may
+    /// push at once).
+    pub fn is_idle(&self) -> bool {
+        self.0.sched.is_idle()
+    }
+
+    /// Whether the stream is idle, waiting a little (yielding, at most `max`) when all of
+    /// its work has completed but its owner has not let go of it yet: the thread that ran
+    /// its last task may have been preempted right after completing it, which a thread
+    /// woken by that completion does at once on a busy machine. False at once when work is
+    /// pending.
+    pub fn settle(&self, max: Duration) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            if self.is_idle() {
+                return true;
+            }
+            if self.0.timeline.completed() < self.0.queue.tail() || start.elapsed() >= max {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Makes later work on this stream wait for everything submitted to `other` so far.
     pub fn wait_stream(&self, other: &Stream) -> Result<()> {
         self.0.check_usable()?;

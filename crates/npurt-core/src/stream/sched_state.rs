@@ -43,8 +43,9 @@ impl SchedState {
         self.0.compare_exchange(SCHEDULED, 0, AcqRel, Acquire).is_ok()
     }
 
-    /// True when nobody owns the stream (test helper).
-    #[cfg(all(test, loom))]
+    /// True when nobody owns the stream: nothing queued, nothing in flight (a hint to
+    /// anyone but the owner: a push may come in at once).
+    #[inline]
     pub(crate) fn is_idle(&self) -> bool {
         self.0.load(Acquire) == 0
     }
