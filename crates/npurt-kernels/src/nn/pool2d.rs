@@ -70,9 +70,10 @@ pub(super) fn run(
 ) {
     ACC.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
-        let ow_n = out.shape()[3];
-        if scratch.len() < ow_n {
-            scratch.resize(ow_n, 0.0);
+        // The running output row, then an input row's even and odd columns (`rows`).
+        let need = out.shape()[3] + 2 * x.shape()[3].div_ceil(2);
+        if scratch.len() < need {
+            scratch.resize(need, 0.0);
         }
         let job = Rows {
             kind,
@@ -81,7 +82,7 @@ pub(super) fn run(
             win,
             axes,
             range: (s, e),
-            scratch: &mut scratch[..ow_n],
+            scratch: &mut scratch[..need],
         };
         dispatch(job)
     })
@@ -114,7 +115,8 @@ struct Rows<'a> {
     win: &'a Window,
     axes: &'a [Axis; 2],
     range: (usize, usize),
-    /// The accumulators of the running output row segment (`W_out` elements).
+    /// The accumulators of the running output row segment (`W_out` elements), then room for
+    /// an input row's even and odd columns (`W_in.div_ceil(2)` each).
     scratch: &'a mut [f32],
 }
 
@@ -172,6 +174,13 @@ fn rows<const MAX: bool>(
             (off, inside(ow_n, in_w, sw, off))
         })
         .collect();
+    // Column stride 2 over contiguous rows: each input row is split once into its even and
+    // odd columns, so every tap reads a unit-stride run (a stride-2 run compiles to a
+    // gather-like scalar loop).
+    let split = sw == 2 && xs[3] == 1 && win.kernel[1] > 1;
+    let half = in_w.div_ceil(2);
+    let (scratch, eo) = scratch.split_at_mut(ow_n);
+    let (even, odd) = eo.split_at_mut(half);
     {
         let mut flat = s;
         // The position of `flat`, advanced a row at a time (no divisions per row).
@@ -187,6 +196,17 @@ fn rows<const MAX: bool>(
                 let ih = (oh * sh + kh * dh) as isize - ph;
                 debug_assert!(ih >= 0 && ih < in_h as isize);
                 let xr = base.wrapping_offset(ih * xs[2]);
+                if split {
+                    // SAFETY: row ih < H of plane (n, c) has W contiguous columns, addressed
+                    // by the x view (contract); x is only read and does not overlap the scratch.
+                    let row = unsafe { std::slice::from_raw_parts(xr, in_w) };
+                    for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(row.chunks_exact(2)) {
+                        (*e, *o) = (pair[0], pair[1]);
+                    }
+                    if in_w % 2 == 1 {
+                        even[half - 1] = row[in_w - 1];
+                    }
+                }
                 for &(off, (lo, hi)) in &taps {
                     let (lo, hi) = (lo.max(ow0), hi.min(ow1));
                     if lo >= hi {
@@ -194,7 +214,16 @@ fn rows<const MAX: bool>(
                     }
                     let first = xr.wrapping_offset((lo as isize * sw as isize + off) * xs[3]);
                     let acc = &mut acc[lo - ow0..hi - ow0];
-                    if xs[3] == 1 && sw <= 2 {
+                    if split {
+                        // Columns lo·2+off, +2, ...: one parity, consecutive in its half.
+                        let at = (lo as isize + off.div_euclid(2)) as usize;
+                        let src = if off.rem_euclid(2) == 0 {
+                            &even[at..]
+                        } else {
+                            &odd[at..]
+                        };
+                        tap_run::<MAX, 1>(acc, &src[..acc.len()]);
+                    } else if xs[3] == 1 && sw <= 2 {
                         // SAFETY: input columns lo·sw+off ..= (hi-1)·sw+off of row ih are
                         // inside the image (`inside`; the row table for ih), contiguous
                         // (column stride 1), so the run is addressed by the x view
