@@ -11,8 +11,11 @@
 //! with OPENBLAS_NUM_THREADS=1), and the ratios. Each number is the best of several rounds
 //! (the machine is shared).
 
+mod common;
+
+use common::{filled, v};
 use npurt_core::{BlockCtx, Kernel};
-use npurt_kernels::{axpy, layer_norm, matmul, softmax, DType, HostTensor, Launch, TensorView};
+use npurt_kernels::{axpy, layer_norm, matmul, softmax, DType, HostTensor, Launch};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -140,25 +143,6 @@ fn time(pool: &Pool, launch: &Launch, reps: usize, rounds: usize) -> f64 {
         .collect();
     ts.sort_by(|a, b| a.partial_cmp(b).unwrap());
     ts[0]
-}
-
-fn filled(shape: &[usize], seed: u32) -> HostTensor {
-    let n: usize = shape.iter().product();
-    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-    let data: Vec<f32> = (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x as f32 / u32::MAX as f32) * 2.0 - 1.0
-        })
-        .collect();
-    HostTensor::from_slice(&data, shape)
-}
-
-fn v(t: &HostTensor) -> TensorView {
-    // SAFETY: one kernel runs at a time; the tensors outlive the launches.
-    unsafe { t.view() }
 }
 
 const NUMPY: &str = r#"

@@ -10,33 +10,17 @@
 //! 64×56²). Prints the CPU model and the ISA line first; best of several rounds (shared
 //! machine).
 
+mod common;
+
+use common::{filled, v};
 use npurt_kernels::nn::{conv, pool, Epilogue, PoolKind};
-use npurt_kernels::{run_inline, HostTensor, Launch, TensorView};
+use npurt_kernels::{run_inline, HostTensor, Launch};
 use std::time::Instant;
 
 /// (name, x shape, kernel, strides, pads).
 type PoolCase = (&'static str, [usize; 4], [usize; 2], [usize; 2], [usize; 4]);
 /// (name, x shape, w shape, group, activation).
 type ConvCase = (&'static str, [usize; 4], [usize; 4], usize, Epilogue);
-
-fn filled(shape: &[usize], seed: u32) -> HostTensor {
-    let n: usize = shape.iter().product();
-    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-    let data: Vec<f32> = (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x as f32 / u32::MAX as f32) * 2.0 - 1.0
-        })
-        .collect();
-    HostTensor::from_slice(&data, shape)
-}
-
-fn v(t: &HostTensor) -> TensorView {
-    // SAFETY: one kernel runs at a time, on this thread; the tensors outlive the launches.
-    unsafe { t.view() }
-}
 
 /// Best-of-rounds microseconds of one launch, its blocks run in order on this thread.
 fn time(launch: &Launch, quick: bool) -> f64 {
