@@ -3,11 +3,9 @@
 //! columns at a time (no per-element index odometer). Same values, same visiting order
 //! (kernel row, then column) and same averaging rule as the general path in `pool.rs`.
 //!
-//! The commonest window, 2×2 with stride 2 and no pads, takes a shorter path ([`Whole`]):
-//! every output element's four taps in one pass with the shape known to the compiler (the
-//! loads of neighbouring outputs interleave into vector shuffles), written straight to the
-//! output row: 6× the row path on a conv net's 32×32×32 MaxPool. (3×3 windows written the
-//! same way did not vectorise and ran no faster than the row path: left to it.)
+//! 2×2/2 without pads takes [`whole`]: each output's four taps in one pass the compiler
+//! vectorises, 6× the row path on a conv net's MaxPool (3×3 windows written so did not
+//! vectorise: they stay on the row path, stride-2 rows split into even and odd columns).
 
 use super::inside;
 use super::pool::PoolKind;
@@ -133,10 +131,10 @@ impl pulp::NullaryFnOnce for Rows<'_> {
             range,
             scratch,
         } = self;
-        if let Some(shape) = Whole::of(x, out, win) {
+        if whole_2x2(x, out, win) {
             return match kind {
-                PoolKind::Max => shape.run::<true>(x, out, range),
-                PoolKind::Avg { .. } => shape.run::<false>(x, out, range),
+                PoolKind::Max => whole::<true, 2, 2>(x, out, range),
+                PoolKind::Avg { .. } => whole::<false, 2, 2>(x, out, range),
             };
         }
         match kind {
@@ -161,7 +159,7 @@ fn rows<const MAX: bool>(
     (s, e): (usize, usize),
     scratch: &mut [f32],
 ) {
-    let (c_n, oh_n, ow_n) = (out.shape()[1], out.shape()[2], out.shape()[3]);
+    let ow_n = out.shape()[3];
     let (in_h, in_w) = (x.shape()[2], x.shape()[3]);
     let (xs, os) = (x.strides(), out.strides());
     let [rows, cols] = axes;
@@ -182,13 +180,8 @@ fn rows<const MAX: bool>(
     let (scratch, eo) = scratch.split_at_mut(ow_n);
     let (even, odd) = eo.split_at_mut(half);
     {
-        let mut flat = s;
-        // The position of `flat`, advanced a row at a time (no divisions per row).
-        let (plane, rem) = (s / (oh_n * ow_n).max(1), s % (oh_n * ow_n).max(1));
-        let (mut n, mut c) = (plane / c_n.max(1), plane % c_n.max(1));
-        let (mut oh, mut ow0) = (rem / ow_n.max(1), rem % ow_n.max(1));
-        while flat < e {
-            let ow1 = ow_n.min(ow0 + (e - flat));
+        let mut at = RowCursor::new(out, s);
+        while let Some(RowSeg { n, c, oh, ow0, ow1 }) = at.next(e) {
             let base = (x.ptr::<f32>() as *const f32).wrapping_offset(n as isize * xs[0] + c as isize * xs[1]);
             let acc = &mut scratch[ow0..ow1];
             acc.fill(if MAX { f32::NEG_INFINITY } else { 0.0 });
@@ -262,17 +255,6 @@ fn rows<const MAX: bool>(
                 // ranges.
                 unsafe { orow.wrapping_offset(ow as isize * os[3]).write(v) }
             }
-            flat += ow1 - ow0;
-            ow0 = 0;
-            oh += 1;
-            if oh == oh_n {
-                oh = 0;
-                c += 1;
-                if c == c_n {
-                    c = 0;
-                    n += 1;
-                }
-            }
         }
     }
 }
@@ -304,33 +286,84 @@ fn tap_run<const MAX: bool, const SW: usize>(acc: &mut [f32], src: &[f32]) {
     }
 }
 
-/// A window shape with its own loop, used when every window of the pooling lies inside
-/// the input (no pads, dilation 1; contiguous input and output rows): (kernel, stride)
-/// per axis.
-#[derive(Clone, Copy)]
-enum Whole {
-    K2S2,
+/// True when [`whole`] computes this pooling: a 2×2 window with stride 2 and no pads (the
+/// one shape whose one-pass loop vectorised), every window inside the input, contiguous
+/// input and output rows.
+fn whole_2x2(x: &TensorView, out: &TensorView, win: &Window) -> bool {
+    let inside = (0..2).all(|d| {
+        let (o, i) = (out.shape()[2 + d], x.shape()[2 + d]);
+        o == 0 || (o - 1) * win.strides[d] + win.kernel[d] <= i
+    });
+    let plain = win.pads.iter().all(|&p| p == 0) && win.dilations.iter().all(|&d| d == 1);
+    win.kernel[..] == [2, 2]
+        && win.strides[..] == [2, 2]
+        && plain
+        && inside
+        && x.strides()[3] == 1
+        && out.strides()[3] == 1
 }
 
-impl Whole {
-    fn of(x: &TensorView, out: &TensorView, win: &Window) -> Option<Whole> {
-        let shape = match (win.kernel[0], win.kernel[1], win.strides[0], win.strides[1]) {
-            (2, 2, 2, 2) => Whole::K2S2,
-            _ => return None,
-        };
-        let inside = (0..2).all(|d| {
-            let (o, i) = (out.shape()[2 + d], x.shape()[2 + d]);
-            o == 0 || (o - 1) * win.strides[d] + win.kernel[d] <= i
-        });
-        let plain = win.pads.iter().all(|&p| p == 0) && win.dilations.iter().all(|&d| d == 1);
-        (inside && plain && x.strides()[3] == 1 && out.strides()[3] == 1).then_some(shape)
+/// The output row segments of a block's element range, a row at a time (no divisions per
+/// row): both pooling loops walk `[s, e)` with it.
+struct RowCursor {
+    shape: [usize; 3],
+    flat: usize,
+    n: usize,
+    c: usize,
+    oh: usize,
+    ow0: usize,
+}
+
+/// Columns `ow0..ow1` of output row `(n, c, oh)`.
+struct RowSeg {
+    n: usize,
+    c: usize,
+    oh: usize,
+    ow0: usize,
+    ow1: usize,
+}
+
+impl RowCursor {
+    /// At output element `s` (row-major over `out`'s `[N, C, H, W]`).
+    fn new(out: &TensorView, s: usize) -> RowCursor {
+        let (c_n, oh_n, ow_n) = (out.shape()[1], out.shape()[2], out.shape()[3]);
+        let (plane, rem) = (s / (oh_n * ow_n).max(1), s % (oh_n * ow_n).max(1));
+        RowCursor {
+            shape: [c_n, oh_n, ow_n],
+            flat: s,
+            n: plane / c_n.max(1),
+            c: plane % c_n.max(1),
+            oh: rem / ow_n.max(1),
+            ow0: rem % ow_n.max(1),
+        }
     }
 
+    /// The next segment before element `e`, if any.
     #[inline(always)]
-    fn run<const MAX: bool>(self, x: &TensorView, out: &TensorView, range: (usize, usize)) {
-        match self {
-            Whole::K2S2 => whole::<MAX, 2, 2>(x, out, range),
+    fn next(&mut self, e: usize) -> Option<RowSeg> {
+        if self.flat >= e {
+            return None;
         }
+        let [c_n, oh_n, ow_n] = self.shape;
+        let seg = RowSeg {
+            n: self.n,
+            c: self.c,
+            oh: self.oh,
+            ow0: self.ow0,
+            ow1: ow_n.min(self.ow0 + (e - self.flat)),
+        };
+        self.flat += seg.ow1 - seg.ow0;
+        self.ow0 = 0;
+        self.oh += 1;
+        if self.oh == oh_n {
+            self.oh = 0;
+            self.c += 1;
+            if self.c == c_n {
+                self.c = 0;
+                self.n += 1;
+            }
+        }
+        Some(seg)
     }
 }
 
@@ -339,16 +372,11 @@ impl Whole {
 /// value (the general path's order: the same bits); an average divides by `K·K`.
 #[inline(always)]
 fn whole<const MAX: bool, const K: usize, const S: usize>(x: &TensorView, out: &TensorView, (s, e): (usize, usize)) {
-    let (c_n, oh_n, ow_n) = (out.shape()[1], out.shape()[2], out.shape()[3]);
     let (xs, os) = (x.strides(), out.strides());
-    let mut flat = s;
-    let (plane, rem) = (s / (oh_n * ow_n).max(1), s % (oh_n * ow_n).max(1));
-    let (mut n, mut c) = (plane / c_n.max(1), plane % c_n.max(1));
-    let (mut oh, mut ow0) = (rem / ow_n.max(1), rem % ow_n.max(1));
+    let mut at = RowCursor::new(out, s);
     let start = if MAX { f32::NEG_INFINITY } else { 0.0 };
     let count = (K * K) as f32;
-    while flat < e {
-        let ow1 = ow_n.min(ow0 + (e - flat));
+    while let Some(RowSeg { n, c, oh, ow0, ow1 }) = at.next(e) {
         let xr = (x.ptr::<f32>() as *const f32)
             .wrapping_offset(n as isize * xs[0] + c as isize * xs[1] + (oh * S) as isize * xs[2]);
         let orow = out
@@ -360,7 +388,7 @@ fn whole<const MAX: bool, const K: usize, const S: usize>(x: &TensorView, out: &
                 let r = xr.wrapping_offset(kh as isize * xs[2] + (ow * S) as isize);
                 for kw in 0..K {
                     // SAFETY: input row oh·S + kh < H and column ow·S + kw < W (every window
-                    // lies inside the input: `Whole::of`), contiguous columns, addressed by
+                    // lies inside the input: `whole_2x2`), contiguous columns, addressed by
                     // the x view (contract); x is only read.
                     a = step::<MAX>(a, unsafe { r.add(kw).read() });
                 }
@@ -368,17 +396,6 @@ fn whole<const MAX: bool, const K: usize, const S: usize>(x: &TensorView, out: &
             // SAFETY: (n, c, oh, ow) is inside out's shape (contiguous columns), addressed by
             // the out view (contract); out overlaps no input and blocks own disjoint ranges.
             unsafe { orow.add(ow).write(if MAX { a } else { a / count }) }
-        }
-        flat += ow1 - ow0;
-        ow0 = 0;
-        oh += 1;
-        if oh == oh_n {
-            oh = 0;
-            c += 1;
-            if c == c_n {
-                c = 0;
-                n += 1;
-            }
         }
     }
 }
