@@ -113,8 +113,7 @@ struct Rows<'a> {
     win: &'a Window,
     axes: &'a [Axis; 2],
     range: (usize, usize),
-    /// The accumulators of the running output row segment (`W_out` elements), then room for
-    /// an input row's even and odd columns (`W_in.div_ceil(2)` each).
+    /// The running output row's accumulators (`W_out`), an input row's even and odd columns.
     scratch: &'a mut [f32],
 }
 
