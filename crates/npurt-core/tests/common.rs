@@ -8,12 +8,18 @@ use std::time::{Duration, Instant};
 
 /// Two devices with two workers each; configured once per test binary.
 pub fn setup() {
+    configure_once(2, 2);
+}
+
+/// `devices` devices with `workers` AI-core workers each, configured by the first call of
+/// the test binary (a binary uses one configuration).
+pub fn configure_once(devices: u32, workers: u32) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let cfg = Config {
-            device_count: 2,
-            worker_threads: 2,
-            aicore_num: 2,
+            device_count: devices,
+            worker_threads: workers,
+            aicore_num: workers,
             ..Config::default()
         };
         registry::configure(cfg).unwrap();

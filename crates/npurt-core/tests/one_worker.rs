@@ -8,9 +8,9 @@ mod common;
 
 use common::FnKernel;
 use npurt_core::memory::{self, PagePolicy};
-use npurt_core::{registry, BlockCtx, Config, Context, Engine, Kernel, KernelFault};
+use npurt_core::{registry, BlockCtx, Context, Engine, Kernel, KernelFault};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Every test here holds the only worker: one at a time.
@@ -19,16 +19,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const PROMPT: Duration = Duration::from_secs(10);
 
 fn ctx() -> Context {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let cfg = Config {
-            device_count: 1,
-            worker_threads: 1,
-            aicore_num: 1,
-            ..Config::default()
-        };
-        registry::configure(cfg).unwrap();
-    });
+    common::configure_once(1, 1);
     registry::use_device(0).unwrap().default_context()
 }
 
