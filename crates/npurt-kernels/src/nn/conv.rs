@@ -32,7 +32,7 @@ use std::sync::Arc;
 /// im2col scratch per tile, in f32 elements (1 MiB).
 const SCRATCH_MAX: usize = 1 << 18;
 /// Multiply-adds per block of a direct convolution.
-const DIRECT_GRAIN: usize = 1 << 18;
+const DIRECT_GRAIN: usize = 1 << 19;
 
 thread_local! {
     /// The im2col tile of the running block: one per worker thread, grown, never shrunk.

@@ -114,15 +114,29 @@ impl Direct {
     /// # Safety
     /// `w` must address the group's `mg × cg·ΠK` readable weights at its strides.
     pub(super) unsafe fn pack(&self, (w, ws): (*const f32, [isize; 2]), wpack: &mut [f32]) {
-        let ntaps = self.taps.len();
-        let wpack = &mut wpack[..self.packed_len()];
-        wpack.fill(0.0);
-        for m in 0..self.mg {
-            let dst = &mut wpack[(m / self.mb) * ntaps * self.mb + m % self.mb..];
-            for t in 0..ntaps {
-                // SAFETY: row m < mg and column t < cg·ΠK of the group's weights (caller's
-                // contract); w is only read.
-                dst[t * self.mb] = unsafe { w.wrapping_offset(m as isize * ws[0] + t as isize * ws[1]).read() };
+        let (ntaps, mb) = (self.taps.len(), self.mb);
+        for (blk, dst) in wpack[..self.packed_len()].chunks_exact_mut(ntaps * mb).enumerate() {
+            let m0 = blk * mb;
+            let valid = mb.min(self.mg - m0);
+            if valid < mb {
+                dst.fill(0.0);
+            }
+            for i in 0..valid {
+                let row = w.wrapping_offset((m0 + i) as isize * ws[0]);
+                if ws[1] == 1 {
+                    // SAFETY: row m0 + i < mg of the group's weights has cg·ΠK = ntaps
+                    // contiguous readable entries (the caller's contract); w is only read.
+                    let src = unsafe { std::slice::from_raw_parts(row, ntaps) };
+                    for (d, &v) in dst.chunks_exact_mut(mb).zip(src) {
+                        d[i] = v;
+                    }
+                } else {
+                    for (t, d) in dst.chunks_exact_mut(mb).enumerate() {
+                        // SAFETY: row m0 + i < mg and column t < cg·ΠK of the group's
+                        // weights (the caller's contract); w is only read.
+                        d[i] = unsafe { row.wrapping_offset(t as isize * ws[1]).read() };
+                    }
+                }
             }
         }
     }

@@ -193,26 +193,36 @@ impl<S: Lanes> pulp::NullaryFnOnce for Job<'_, S> {
     type Output = ();
     #[inline(always)]
     fn call(self) {
+        let epi = self.job.epi;
+        epi.with(self)
+    }
+}
+
+/// The band's loops compiled once per epilogue formula `f` (no dispatch per chunk).
+impl<S: Lanes> Visit for Job<'_, S> {
+    type Out = ();
+    #[inline(always)]
+    fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) {
         let Job { s, job } = self;
         match (job.mb == 1, job.sw == 1) {
-            (true, true) => one_channel_rows::<S, true>(s, &job),
-            (true, false) => one_channel_rows::<S, false>(s, &job),
-            (false, true) => channel_blocks::<S, true>(s, &job),
-            (false, false) => channel_blocks::<S, false>(s, &job),
+            (true, true) => one_channel_rows::<S, F, true>(s, &job, f),
+            (true, false) => one_channel_rows::<S, F, false>(s, &job, f),
+            (false, true) => channel_blocks::<S, F, true>(s, &job, f),
+            (false, false) => channel_blocks::<S, F, false>(s, &job, f),
         }
     }
 }
 
 /// Every row of the band of a group with one output channel, [`ROWS`] at a time.
 #[inline(always)]
-fn one_channel_rows<S: Lanes, const SW1: bool>(s: S, job: &Rows<'_>) {
+fn one_channel_rows<S: Lanes, F: Fn(f32) -> f32 + Copy, const SW1: bool>(s: S, job: &Rows<'_>, f: F) {
     let (mut r, r1) = job.rows;
     while r + ROWS <= r1 {
-        one_channel::<S, ROWS, SW1>(s, job, r);
+        one_channel::<S, F, ROWS, SW1>(s, job, r, f);
         r += ROWS;
     }
     for r in r..r1 {
-        one_channel::<S, 1, SW1>(s, job, r);
+        one_channel::<S, F, 1, SW1>(s, job, r, f);
     }
 }
 
@@ -226,9 +236,15 @@ fn check_reads<S: Lanes>(job: &Rows<'_>, base: usize, chunks: usize) {
 
 /// `R` output rows from `r` of a group with one output channel (weights: one per tap).
 #[inline(always)]
-fn one_channel<S: Lanes, const R: usize, const SW1: bool>(s: S, job: &Rows<'_>, r: usize) {
+fn one_channel<S: Lanes, F: Fn(f32) -> f32 + Copy, const R: usize, const SW1: bool>(
+    s: S,
+    job: &Rows<'_>,
+    r: usize,
+    f: F,
+) {
     let base = (r - job.rows.0) * job.row_step;
     let wp = &job.wpack[..job.taps.len()];
+    let b = job.bias(0);
     let mut o0 = 0;
     while o0 < job.ow {
         let at = base + o0 * job.sw;
@@ -246,15 +262,9 @@ fn one_channel<S: Lanes, const R: usize, const SW1: bool>(s: S, job: &Rows<'_>, 
             }
         }
         let n = S::L.min(job.ow - o0);
-        let tile: [[f32; 16]; R] = std::array::from_fn(|i| s.spill(acc[i]));
-        job.epi.with(Store {
-            job,
-            tile: &tile,
-            ch: 0,
-            dr: 1,
-            r,
-            at: (o0, n),
-        });
+        for (i, &a) in acc.iter().enumerate() {
+            put::<S, F>(job, &s.spill(a), b, (0, r + i, o0, n), f);
+        }
         o0 += S::L;
     }
 }
@@ -263,21 +273,22 @@ fn one_channel<S: Lanes, const R: usize, const SW1: bool>(s: S, job: &Rows<'_>, 
 /// where the row has them (16 independent accumulators hide the multiply-add latency;
 /// AVX-512 has the registers for them), then one.
 #[inline(always)]
-fn channel_blocks<S: Lanes, const SW1: bool>(s: S, job: &Rows<'_>) {
+fn channel_blocks<S: Lanes, F: Fn(f32) -> f32 + Copy, const SW1: bool>(s: S, job: &Rows<'_>, f: F) {
     let ntaps = job.taps.len();
     let wide = S::L == 16;
     for mb in 0..job.mg.div_ceil(MB) {
         let wp = &job.wpack[mb * ntaps * MB..][..ntaps * MB];
         let mvalid = MB.min(job.mg - mb * MB);
+        let bias: [Option<f32>; MB] = std::array::from_fn(|m| job.bias((mb * MB + m).min(job.mg - 1)));
         for r in job.rows.0..job.rows.1 {
             let base = (r - job.rows.0) * job.row_step;
             let mut o0 = 0;
             while wide && o0 + 2 * S::L <= job.ow {
-                chunk::<S, 2, SW1>(s, job, wp, (mb, mvalid), (base, r, o0));
+                chunk::<S, F, 2, SW1>(s, job, wp, (mb, mvalid, &bias), (base, r, o0), f);
                 o0 += 2 * S::L;
             }
             while o0 < job.ow {
-                chunk::<S, 1, SW1>(s, job, wp, (mb, mvalid), (base, r, o0));
+                chunk::<S, F, 1, SW1>(s, job, wp, (mb, mvalid, &bias), (base, r, o0), f);
                 o0 += S::L;
             }
         }
@@ -286,12 +297,13 @@ fn channel_blocks<S: Lanes, const SW1: bool>(s: S, job: &Rows<'_>) {
 
 /// `C` column vectors from output column `o0` of row `r` for channel block `mb`.
 #[inline(always)]
-fn chunk<S: Lanes, const C: usize, const SW1: bool>(
+fn chunk<S: Lanes, F: Fn(f32) -> f32 + Copy, const C: usize, const SW1: bool>(
     s: S,
     job: &Rows<'_>,
     wp: &[f32],
-    (mb, mvalid): (usize, usize),
+    (mb, mvalid, bias): (usize, usize, &[Option<f32>; MB]),
     (base, r, o0): (usize, usize, usize),
+    f: F,
 ) {
     let at = base + o0 * job.sw;
     check_reads::<S>(job, at, C);
@@ -310,58 +322,51 @@ fn chunk<S: Lanes, const C: usize, const SW1: bool>(
     for (c, acc) in acc.iter().enumerate() {
         let oc = o0 + c * S::L;
         let n = S::L.min(job.ow - oc);
-        // Spilled whole first (constant indices keep `acc` in registers).
-        let tile: [[f32; 16]; MB] = std::array::from_fn(|m| s.spill(acc[m]));
-        job.epi.with(Store {
-            job,
-            tile: &tile[..mvalid],
-            ch: mb * MB,
-            dr: 0,
-            r,
-            at: (oc, n),
-        });
+        for m in 0..MB {
+            if m < mvalid {
+                put::<S, F>(job, &s.spill(acc[m]), bias[m], (mb * MB + m, r, oc, n), f);
+            }
+        }
     }
 }
 
-/// Stores a tile of accumulator vectors through the epilogue's formula (`Epilogue::with`:
-/// compiled per formula, no dispatch per vector): vector `i` to channel `ch + i·(1-dr)`,
-/// row `r + i·dr`, columns `o0..o0+n`, as `f(acc + bias[channel])`.
-struct Store<'a, 'j> {
-    job: &'a Rows<'j>,
-    tile: &'a [[f32; 16]],
-    ch: usize,
-    /// 0: the vectors are channels of one row; 1: rows of one channel.
-    dr: usize,
-    r: usize,
-    at: (usize, usize),
+impl Rows<'_> {
+    /// Channel `ch`'s bias (None: no bias input).
+    #[inline(always)]
+    fn bias(&self, ch: usize) -> Option<f32> {
+        // SAFETY: channel ch < mg of the group's bias (the band's contract).
+        self.bias
+            .map(|(p, st)| unsafe { p.wrapping_offset(ch as isize * st).read() })
+    }
 }
 
-impl Visit for Store<'_, '_> {
-    type Out = ();
-    #[inline(always)]
-    fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) {
-        let (out, os) = self.job.out;
-        let (o0, n) = self.at;
-        for (i, acc) in self.tile.iter().enumerate() {
-            let (ch, r) = (self.ch + i * (1 - self.dr), self.r + i * self.dr);
-            // SAFETY: channel ch < mg of the group's bias (the band's contract).
-            let b = self
-                .job
-                .bias
-                .map_or(0.0, |(p, st)| unsafe { p.wrapping_offset(ch as isize * st).read() });
-            let dst = out.wrapping_offset(ch as isize * os[0] + r as isize * os[1] + o0 as isize);
-            // SAFETY: columns o0..o0+n of row r of channel ch are inside the group's output
-            // (contiguous columns), owned by this band; out overlaps no input (the band's
-            // contract).
-            let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
-            if self.job.bias.is_some() {
-                for (o, &a) in dst.iter_mut().zip(acc) {
-                    *o = f(a + b);
-                }
-            } else {
-                for (o, &a) in dst.iter_mut().zip(acc) {
-                    *o = f(a);
-                }
+/// Stores the first `n` lanes of `acc` to channel `ch`, row `r`, columns `o0..o0+n` as
+/// `f(acc + b)` (`f(acc)` without a bias: adding 0 would turn -0 into +0). A whole
+/// vector (`n` = `S::L`) is a loop of constant length, compiled as vector operations.
+#[inline(always)]
+fn put<S: Lanes, F: Fn(f32) -> f32 + Copy>(
+    job: &Rows<'_>,
+    acc: &[f32; 16],
+    b: Option<f32>,
+    (ch, r, o0, n): (usize, usize, usize, usize),
+    f: F,
+) {
+    let (out, os) = job.out;
+    let dst = out.wrapping_offset(ch as isize * os[0] + r as isize * os[1] + o0 as isize);
+    let n = if n == S::L { S::L } else { n };
+    // SAFETY: columns o0..o0+n (n <= S::L) of row r of channel ch are inside the group's
+    // output (contiguous columns), owned by this band; out overlaps no input (the band's
+    // contract).
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+    match b {
+        Some(b) => {
+            for (o, &a) in dst.iter_mut().zip(acc) {
+                *o = f(a + b);
+            }
+        }
+        None => {
+            for (o, &a) in dst.iter_mut().zip(acc) {
+                *o = f(a);
             }
         }
     }
