@@ -36,6 +36,8 @@ fn pools_2d_fast_path_matches_the_general_path_bitwise() {
         ([1, 3, 9, 11], [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], false),
         ([2, 2, 7, 35], [3, 3], [1, 1], [0, 0, 0, 0], [1, 1], false),
         ([1, 4, 5, 37], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
+        // Two blocks whose boundary falls inside a row and a plane (the whole-row runs).
+        ([1, 7, 82, 122], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
     ];
     for (i, &(xs, k, st, pd, dl, ceil)) in cases.iter().enumerate() {
         let (mut x, _) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);

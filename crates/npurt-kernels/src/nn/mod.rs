@@ -18,6 +18,7 @@ mod pad;
 mod pool;
 mod pool2d;
 mod resize;
+mod row_cursor;
 mod topk;
 
 pub use chan::{batch_norm, lrn};

@@ -9,6 +9,7 @@
 
 use super::inside;
 use super::pool::PoolKind;
+use super::row_cursor::{RowCursor, RowSeg};
 use super::Window;
 use crate::TensorView;
 use std::cell::RefCell;
@@ -302,70 +303,6 @@ fn whole_2x2(x: &TensorView, out: &TensorView, win: &Window) -> bool {
         && out.strides()[3] == 1
 }
 
-/// The output row segments of a block's element range, a row at a time (no divisions per
-/// row): both pooling loops walk `[s, e)` with it.
-struct RowCursor {
-    shape: [usize; 3],
-    flat: usize,
-    n: usize,
-    c: usize,
-    oh: usize,
-    ow0: usize,
-}
-
-/// Columns `ow0..ow1` of output row `(n, c, oh)`.
-struct RowSeg {
-    n: usize,
-    c: usize,
-    oh: usize,
-    ow0: usize,
-    ow1: usize,
-}
-
-impl RowCursor {
-    /// At output element `s` (row-major over `out`'s `[N, C, H, W]`).
-    fn new(out: &TensorView, s: usize) -> RowCursor {
-        let (c_n, oh_n, ow_n) = (out.shape()[1], out.shape()[2], out.shape()[3]);
-        let (plane, rem) = (s / (oh_n * ow_n).max(1), s % (oh_n * ow_n).max(1));
-        RowCursor {
-            shape: [c_n, oh_n, ow_n],
-            flat: s,
-            n: plane / c_n.max(1),
-            c: plane % c_n.max(1),
-            oh: rem / ow_n.max(1),
-            ow0: rem % ow_n.max(1),
-        }
-    }
-
-    /// The next segment before element `e`, if any.
-    #[inline(always)]
-    fn next(&mut self, e: usize) -> Option<RowSeg> {
-        if self.flat >= e {
-            return None;
-        }
-        let [c_n, oh_n, ow_n] = self.shape;
-        let seg = RowSeg {
-            n: self.n,
-            c: self.c,
-            oh: self.oh,
-            ow0: self.ow0,
-            ow1: ow_n.min(self.ow0 + (e - self.flat)),
-        };
-        self.flat += seg.ow1 - seg.ow0;
-        self.ow0 = 0;
-        self.oh += 1;
-        if self.oh == oh_n {
-            self.oh = 0;
-            self.c += 1;
-            if self.c == c_n {
-                self.c = 0;
-                self.n += 1;
-            }
-        }
-        Some(seg)
-    }
-}
-
 /// Output elements `[s, e)` of a `K`×`K` pooling with stride `S` whose windows all lie
 /// inside the input: each output takes its taps in (row, column) order from the start
 /// value (the general path's order: the same bits); an average divides by `K·K`.
@@ -375,26 +312,39 @@ fn whole<const MAX: bool, const K: usize, const S: usize>(x: &TensorView, out: &
     let mut at = RowCursor::new(out, s);
     let start = if MAX { f32::NEG_INFINITY } else { 0.0 };
     let count = (K * K) as f32;
+    let ow_n = out.shape()[3];
     while let Some(RowSeg { n, c, oh, ow0, ow1 }) = at.next(e) {
-        let xr = (x.ptr::<f32>() as *const f32)
+        let mut xr = (x.ptr::<f32>() as *const f32)
             .wrapping_offset(n as isize * xs[0] + c as isize * xs[1] + (oh * S) as isize * xs[2]);
-        let orow = out
+        let mut orow = out
             .ptr::<f32>()
             .wrapping_offset(n as isize * os[0] + c as isize * os[1] + oh as isize * os[2]);
-        for ow in ow0..ow1 {
-            let mut a = start;
-            for kh in 0..K {
-                let r = xr.wrapping_offset(kh as isize * xs[2] + (ow * S) as isize);
-                for kw in 0..K {
-                    // SAFETY: input row oh·S + kh < H and column ow·S + kw < W (every window
-                    // lies inside the input: `whole_2x2`), contiguous columns, addressed by
-                    // the x view (contract); x is only read.
-                    a = step::<MAX>(a, unsafe { r.add(kw).read() });
+        // A whole row takes the plane's following whole rows along (pointer steps, no
+        // cursor or index arithmetic per row: a conv net's rows are 16 outputs).
+        let rows = 1 + if ow0 == 0 && ow1 == ow_n {
+            at.whole_rows(oh, e)
+        } else {
+            0
+        };
+        for _ in 0..rows {
+            for ow in ow0..ow1 {
+                let mut a = start;
+                for kh in 0..K {
+                    let r = xr.wrapping_offset(kh as isize * xs[2] + (ow * S) as isize);
+                    for kw in 0..K {
+                        // SAFETY: input row oh·S + kh < H and column ow·S + kw < W (every
+                        // window lies inside the input: `whole_2x2`), contiguous columns,
+                        // addressed by the x view (contract); x is only read.
+                        a = step::<MAX>(a, unsafe { r.add(kw).read() });
+                    }
                 }
+                // SAFETY: (n, c, oh, ow) is inside out's shape (contiguous columns),
+                // addressed by the out view (contract); out overlaps no input and blocks
+                // own disjoint ranges.
+                unsafe { orow.add(ow).write(if MAX { a } else { a / count }) }
             }
-            // SAFETY: (n, c, oh, ow) is inside out's shape (contiguous columns), addressed by
-            // the out view (contract); out overlaps no input and blocks own disjoint ranges.
-            unsafe { orow.add(ow).write(if MAX { a } else { a / count }) }
+            xr = xr.wrapping_offset(S as isize * xs[2]);
+            orow = orow.wrapping_offset(os[2]);
         }
     }
 }
