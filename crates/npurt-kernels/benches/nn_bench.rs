@@ -7,14 +7,14 @@
 //! Shapes: the model bench's conv net (`benches/model_streams.py`: 3→32 3×3 conv + Relu at
 //! 32², 2×2/2 MaxPool, 32-channel depthwise 3×3 + HardSwish at 16²) and larger layers of the
 //! same kinds (a ResNet stem's 3×3/2 pad-1 MaxPool at 64×112², a MobileNet depthwise at
-//! 64×56²). Prints the CPU model and the ISA line first; best of several rounds (shared
+//! 64×56²), and the conv net's global average pool (a mean over the spatial axes). Prints the CPU model and the ISA line first; best of several rounds (shared
 //! machine).
 
 mod common;
 
 use common::{filled, v};
 use npurt_kernels::nn::{conv, pool, Epilogue, PoolKind};
-use npurt_kernels::{run_inline, HostTensor, Launch};
+use npurt_kernels::{reduce, run_inline, HostTensor, Launch, ReduceOp};
 use std::time::Instant;
 
 /// (name, x shape, kernel, strides, pads).
@@ -137,5 +137,18 @@ fn main() {
         let us = time(&l, quick);
         let macs = (out.numel() * ws[1] * ws[2] * ws[3]) as f64;
         println!("{name:44} {us:9.2} us  {:6.1} GFLOP/s", 2.0 * macs / us / 1e3);
+    }
+    for (name, xs) in [
+        ("global_avg_pool 1x32x16x16 (conv net)", [1, 32, 16, 16]),
+        ("global_avg_pool 1x256x7x7", [1, 256, 7, 7]),
+    ]
+    .into_iter()
+    .filter(|r| r.0.contains(&only))
+    {
+        let x = filled(&xs, 5);
+        let out = HostTensor::zeros(npurt_kernels::DType::F32, &[xs[0], xs[1], 1, 1]);
+        let l = reduce(ReduceOp::Mean, &v(&x), Some(&[2, 3]), &v(&out), 2).expect("mean");
+        let us = time(&l, quick);
+        println!("{name:44} {us:9.2} us  {:6.1} GB/s", x.numel() as f64 * 4.0 / us / 1e3);
     }
 }

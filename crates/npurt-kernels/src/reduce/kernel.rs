@@ -98,10 +98,21 @@ impl ReduceKernel {
             let [_, xi] = self.outer.inner_strides();
             let [rs] = self.inner.inner_strides();
             let columns = rs != 1 && xi == 1 && self.len > 0;
+            let one_run = rs == 1 && self.inner.dims().0.len() == 1;
             for (off, n) in self.outer.runs(s, e) {
                 let [oi, xi] = self.outer.inner_strides();
                 if columns {
                     self.columns::<T, R>(r, off, oi, n);
+                } else if one_run {
+                    // Each output's elements are one contiguous run (a global pool's plane):
+                    // no run iteration per output, the output dtype matched once per run.
+                    let px = self.x.ptr::<T>() as *const T;
+                    dispatch_dtype!(odt, O => for j in 0..n as isize {
+                        // SAFETY: the output's len elements are contiguous from this offset,
+                        // addressed by x (contract); x is only read while this kernel runs.
+                        let xs = unsafe { std::slice::from_raw_parts(px.wrapping_offset(off[1] + j * xi), self.len) };
+                        self.write::<O>(off[0] + j * oi, r.finish(reduce_contig(r, xs, 0), self.len));
+                    });
                 } else {
                     for j in 0..n as isize {
                         let acc = self.reduce_range::<T, R>(r, off[1] + j * xi, 0, self.len);
