@@ -7,14 +7,16 @@
 //! Shapes: the model bench's conv net (`benches/model_streams.py`: 3→32 3×3 conv + Relu at
 //! 32², 2×2/2 MaxPool, 32-channel depthwise 3×3 + HardSwish at 16²) and larger layers of the
 //! same kinds (a ResNet stem's 3×3/2 pad-1 MaxPool at 64×112², a MobileNet depthwise at
-//! 64×56²), and the conv net's global average pool (a mean over the spatial axes). Prints the CPU model and the ISA line first; best of several rounds (shared
+//! 64×56²), the conv net's global average pool (a mean over the spatial axes), and the
+//! transformer block's row kernels (softmax over 4 heads' 64×64 scores, layer_norm of
+//! 64×128). Prints the CPU model and the ISA line first; best of several rounds (shared
 //! machine).
 
 mod common;
 
 use common::{filled, v};
 use npurt_kernels::nn::{conv, pool, Epilogue, PoolKind};
-use npurt_kernels::{reduce, run_inline, HostTensor, Launch, ReduceOp};
+use npurt_kernels::{layer_norm, reduce, run_inline, softmax, HostTensor, Launch, ReduceOp};
 use std::time::Instant;
 
 /// (name, x shape, kernel, strides, pads).
@@ -150,5 +152,27 @@ fn main() {
         let l = reduce(ReduceOp::Mean, &v(&x), Some(&[2, 3]), &v(&out), 2).expect("mean");
         let us = time(&l, quick);
         println!("{name:44} {us:9.2} us  {:6.1} GB/s", x.numel() as f64 * 4.0 / us / 1e3);
+    }
+    if "softmax 1x4x64x64 (transformer)".contains(&only) {
+        let x = filled(&[1, 4, 64, 64], 6);
+        let out = HostTensor::zeros(npurt_kernels::DType::F32, &[1, 4, 64, 64]);
+        let us = time(&softmax(&v(&x), -1, &v(&out), 2).expect("softmax"), quick);
+        println!(
+            "{:44} {us:9.2} us  {:6.1} GB/s",
+            "softmax 1x4x64x64 (transformer)",
+            x.numel() as f64 * 8.0 / us / 1e3
+        );
+    }
+    if "layer_norm 64x128 (transformer)".contains(&only) {
+        let x = filled(&[64, 128], 7);
+        let (g, b) = (filled(&[128], 8), filled(&[128], 9));
+        let out = HostTensor::zeros(npurt_kernels::DType::F32, &[64, 128]);
+        let l = layer_norm(&v(&x), Some(&v(&g)), Some(&v(&b)), 1e-5, &v(&out), 2).expect("layer_norm");
+        let us = time(&l, quick);
+        println!(
+            "{:44} {us:9.2} us  {:6.1} GB/s",
+            "layer_norm 64x128 (transformer)",
+            x.numel() as f64 * 8.0 / us / 1e3
+        );
     }
 }

@@ -38,13 +38,13 @@ fn fold8(xs: &[f32], init: f32, step: impl Fn(f32, f32) -> f32, merge: impl Fn(f
     tree(acc, merge)
 }
 
+/// The row's largest value for the shift `exp(v - m)`, NaNs skipped (`f32::max`: one
+/// vector max per chunk; a NaN-propagating compare did not vectorise). The result is the
+/// same as with NaNs propagated: a NaN input makes `exp(NaN - m)` NaN, so the row's sum and
+/// every output are NaN either way; ±0 ties shift every value alike (`v - 0` = `v - -0`).
 #[inline(always)]
-fn max_nan(a: f32, b: f32) -> f32 {
-    if b > a || b.is_nan() {
-        b
-    } else {
-        a
-    }
+fn row_max(xs: &[f32]) -> f32 {
+    fold8(xs, f32::NEG_INFINITY, f32::max, f32::max)
 }
 
 /// `y[i] = f(src[i])`, where the source is `x`, or `y` itself when `x` is `None`.
@@ -88,7 +88,7 @@ fn sum(a: f32, b: f32) -> f32 {
 
 #[inline(always)]
 fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) {
-    let m = fold8(x.unwrap_or(y), f32::NEG_INFINITY, max_nan, max_nan);
+    let m = row_max(x.unwrap_or(y));
     map_row(x, y, |v| math::exp(v - m));
     let inv = 1.0 / fold8(y, 0.0, sum, sum);
     map_row(None, y, |v| v * inv);
@@ -97,7 +97,7 @@ fn softmax_row(x: Option<&[f32]>, y: &mut [f32]) {
 #[inline(always)]
 fn log_softmax_row(x: Option<&[f32]>, y: &mut [f32]) {
     let src = x.unwrap_or(y);
-    let m = fold8(src, f32::NEG_INFINITY, max_nan, max_nan);
+    let m = row_max(src);
     let ls = fold8(src, 0.0, |a, v| a + math::exp(v - m), sum).ln();
     map_row(x, y, |v| (v - m) - ls);
 }

@@ -214,3 +214,42 @@ fn layer_norm_in_place_with_strided_weight() {
     let want = along(&xd, &[5, 12], 1, |l| layer_norm_ref(l, Some(&w), None, 1e-5));
     assert_close(&x.to_f64_vec(), &want, 1e-5, 1e-5, "in-place layer_norm");
 }
+
+#[test]
+fn softmax_rows_with_nan_inf_and_signed_zeros() {
+    // A NaN anywhere in a row makes the whole row NaN (softmax and log_softmax: the shift
+    // skips NaNs, the sum does not); +inf with finite values gives NaN for the infinite
+    // element's peers' shift inf - inf; ±0 maxima shift alike. Rows of 19 cover the lanes
+    // and the tail.
+    let n = 19;
+    let nan = f64::NAN;
+    let mut rows: Vec<Vec<f64>> = vec![vec![0.5; n]; 5];
+    rows[0][7] = nan;
+    rows[1][18] = nan;
+    rows[2] = (0..n).map(|i| if i % 2 == 0 { 0.0 } else { -0.0 }).collect();
+    rows[3] = vec![nan; n];
+    rows[4][3] = f64::NEG_INFINITY;
+    let flat: Vec<f64> = rows.concat();
+    let x = HostTensor::from_f64(DType::F32, &flat, &[5, n]);
+    for log in [false, true] {
+        let out = HostTensor::zeros(DType::F32, &[5, n]);
+        let got = run_all(&out, 0.0, || {
+            if log {
+                log_softmax(&v(&x), -1, &v(&out), 2)
+            } else {
+                softmax(&v(&x), -1, &v(&out), 2)
+            }
+        });
+        for (r, row) in got.chunks(n).enumerate() {
+            if r == 0 || r == 1 || r == 3 {
+                assert!(row.iter().all(|y| y.is_nan()), "row {r} (log {log}): {row:?}");
+            } else {
+                let want = softmax_ref(&rows[r], log);
+                for (y, w) in row.iter().zip(&want) {
+                    let close = (y - w).abs() <= 1e-6 + 1e-5 * w.abs() || y == w;
+                    assert!(close, "row {r} (log {log}): {row:?} vs {want:?}");
+                }
+            }
+        }
+    }
+}
