@@ -16,7 +16,7 @@ mod common;
 
 use common::{filled, v};
 use npurt_kernels::nn::{conv, pool, Epilogue, PoolKind};
-use npurt_kernels::{layer_norm, reduce, run_inline, softmax, HostTensor, Launch, ReduceOp};
+use npurt_kernels::{copy, layer_norm, reduce, run_inline, softmax, HostTensor, Launch, ReduceOp};
 use std::time::Instant;
 
 /// (name, x shape, kernel, strides, pads).
@@ -174,5 +174,14 @@ fn main() {
             "layer_norm 64x128 (transformer)",
             x.numel() as f64 * 8.0 / us / 1e3
         );
+    }
+    if "head split 1x64x4x32 -> 1x4x64x32 (transformer)".contains(&only) {
+        // The attention's head split: a copy of a permuted view (runs of 32 floats).
+        let x = filled(&[1, 64, 4, 32], 10);
+        let out = HostTensor::zeros(npurt_kernels::DType::F32, &[1, 4, 64, 32]);
+        let xt = v(&x).permute(&[0, 2, 1, 3]).expect("permute");
+        let us = time(&copy(&xt, &v(&out), 2).expect("copy"), quick);
+        let name = "head split 1x64x4x32 -> 1x4x64x32 (transformer)";
+        println!("{name:44} {us:9.2} us  {:6.1} GB/s", x.numel() as f64 * 8.0 / us / 1e3);
     }
 }

@@ -115,25 +115,28 @@ impl<const N: usize> Iterator for Runs<'_, N> {
         if self.pos >= self.end {
             return None;
         }
-        let (shape, strides) = (&self.st.shape, &self.st.strides);
+        // Plain slices, taken once per run (a small vector's every index tests whether it
+        // spilled: that test per dim was most of a short run's cost).
+        let (shape, strides) = (self.st.shape.as_slice(), self.st.strides.as_slice());
+        let idx = self.idx.as_mut_slice();
         let nd = shape.len();
-        let run = (shape[nd - 1] - self.idx[nd - 1]).min(self.end - self.pos);
+        let run = (shape[nd - 1] - idx[nd - 1]).min(self.end - self.pos);
         let cur = self.off;
         self.pos += run;
         if self.pos < self.end {
             // Advance by `run` along the inner dim, carrying into outer dims.
             let mut d = nd - 1;
-            self.idx[d] += run;
+            idx[d] += run;
             for k in 0..N {
                 self.off[k] += run as isize * strides[d][k];
             }
-            while self.idx[d] == shape[d] && d > 0 {
+            while idx[d] == shape[d] && d > 0 {
                 for k in 0..N {
                     self.off[k] -= shape[d] as isize * strides[d][k];
                 }
-                self.idx[d] = 0;
+                idx[d] = 0;
                 d -= 1;
-                self.idx[d] += 1;
+                idx[d] += 1;
                 for k in 0..N {
                     self.off[k] += strides[d][k];
                 }
