@@ -14,6 +14,13 @@
   omits are left to the kernel's own defaults (ONNX's). Fused Convs are never evaluated on
   the host (``is_fused``).
 
+* **Transpose into MatMul** (done when a plan is built, ``ops/linalg.py``): a batched
+  MatMul operand made by a Transpose is read through a strided view of the Transpose's
+  input when its batch dims merge without a copy (an attention's head split and K
+  transpose at batch 1); the Transpose's copy is then dropped if nothing else reads it
+  (``plan._live``). Same products; the GEMM may order their sums differently for another
+  operand layout (float rounding).
+
 ``NPURT_MODEL_FUSE=0`` (read when a model is loaded) turns every rewrite off.
 """
 

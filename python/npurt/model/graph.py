@@ -110,7 +110,9 @@ class Graph:
                 nodes.append((k, n, onnx_io.attributes(n)))
         outs = {o.name for o in self.outputs}
         self.fused = self.fused_activations = 0
-        if fuse.enabled():
+        # Whether load-time rewrites run; plans built later follow the same choice.
+        self.fuse = fuse.enabled()
+        if self.fuse:
             nodes, self.fused = fuse.fold_batch_norms(nodes, self.consts, outs)
             nodes, self.fused_activations = fuse.fuse_activations(nodes, self.consts, outs, self.opset)
         self.nodes = nodes

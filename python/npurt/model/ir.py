@@ -49,6 +49,9 @@ class Val:
     slot: Optional[int] = None
     input_index: Optional[int] = None  # a graph input (its value may be asked for)
     name: str = ""
+    # A Transpose's output: (its input, the perm). A MatMul may read the input through a
+    # strided view instead; the Transpose's copy is then dropped if nothing else reads it.
+    perm_of: Optional[Tuple["Val", Tuple[int, ...]]] = None
 
     @property
     def known(self) -> bool:
@@ -91,6 +94,7 @@ class Ctx:
     slots: List[Slot] = field(default_factory=list)
     steps: List[Step] = field(default_factory=list)
     node: str = ""
+    fuse: bool = True  # the model's NPURT_MODEL_FUSE choice (read when it was loaded)
     _consts: Dict[Any, Tuple[int, Any]] = field(default_factory=dict)
 
     # -- slots ---------------------------------------------------------------------

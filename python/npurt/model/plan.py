@@ -62,7 +62,12 @@ class Plan:
         self._ws: List[Tuple[int, int, str, List[int], List[int]]] = []
         self._views: List[Tuple[int, int, Tuple[int, ...]]] = []
         self._outs: List[Tuple[int, Tuple[int, ...], str]] = []
+        # Slots some step reads or writes (with their bases): a slot only dropped steps
+        # used (a Transpose a MatMul reads through a view) gets no array.
+        touched = {j for st in steps for i in st.ins + st.outs for j in (i, slots[i].base if slots[i].kind == "view" else i)}
         for i, s in enumerate(slots):
+            if s.kind in ("ws", "view") and i not in touched:
+                continue
             if s.kind == "const":
                 self._template[i] = s.array
             elif s.kind == "input":
@@ -166,7 +171,7 @@ def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[s
         asked.add(i)
         return input_value(i)
 
-    ctx = Ctx(graph.opset, upload, value)
+    ctx = Ctx(graph.opset, upload, value, fuse=graph.fuse)
     vals: Dict[str, Val] = {}
     for i, (info, shape, dt) in enumerate(zip(graph.inputs, shapes, in_dtypes, strict=False)):
         slot = ctx._slot(Slot("input", tuple(shape), dt, index=i))
@@ -204,7 +209,24 @@ def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[s
         used.add(slot)
         ctx.slots[slot].kind = "out"
         ctx.slots[slot].index = j
-    return Plan(ctx.slots, ctx.steps, len(graph.inputs), asked)
+    return Plan(ctx.slots, _live(ctx.slots, ctx.steps), len(graph.inputs), asked)
+
+
+def _live(slots: Sequence[Slot], steps: Sequence[Step]) -> List[Step]:
+    """The steps whose results something reads: a later kept step or a graph output
+    (a Transpose whose only reader takes its input through a view has none)."""
+
+    def root(i: int) -> int:
+        return slots[i].base if slots[i].kind == "view" else i  # type: ignore[return-value]
+
+    needed = {i for i, s in enumerate(slots) if s.kind == "out"}
+    keep: List[Step] = []
+    for st in reversed(steps):
+        outs = {root(i) for i in st.outs}
+        if not outs or outs & needed:
+            keep.append(st)
+            needed |= {root(i) for i in st.ins}
+    return keep[::-1]
 
 
 def check_dtype(info: Any, got: str, where: str) -> None:

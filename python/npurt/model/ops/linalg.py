@@ -1,11 +1,15 @@
 """MatMul (numpy semantics, any rank: batch dims are merged into one for npurt's 3-D
-matmul, broadcast operands are materialised first) and Gemm (one ``npurt.gemm`` kernel:
-alpha, beta, transposes and C inside the GEMM)."""
+matmul, broadcast operands are materialised first; an operand made by a Transpose is read
+through a strided view of the Transpose's input when the batch dims merge without a copy,
+as an attention's head split and K transpose do, so the GEMM packs from it directly) and
+Gemm (one ``npurt.gemm`` kernel: alpha, beta, transposes and C inside the GEMM)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
+
+import numpy as np
 
 import npurt
 
@@ -23,6 +27,22 @@ def _batched(ctx: Ctx, v: Val, batch: List[int], rows: int, cols: int) -> Val:
         copy_into(ctx, v, full, op="MatMul")
         v = full
     return ctx.view(v, [math.prod(batch), rows, cols])
+
+
+View = Callable[[Any], Any]
+
+
+def _untransposed(ctx: Ctx, v: Val, shape: List[int]) -> Optional[Tuple[Val, View]]:
+    """For ``v`` made by a Transpose of a dynamic value: that value and the view giving
+    ``v`` reshaped to ``shape`` (numpy's rule: None when the reshape would need a copy;
+    None with ``NPURT_MODEL_FUSE=0``)."""
+    if v.perm_of is None or not ctx.fuse:
+        return None
+    src, perm = v.perm_of
+    probe = np.empty(src.shape, np.uint8).transpose(perm)
+    if not np.shares_memory(probe.reshape(shape), probe):
+        return None
+    return src, lambda a: a.transpose(perm).reshape(shape)
 
 
 @op("MatMul")
@@ -57,11 +77,23 @@ def _matmul(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type
         rhs = ctx.view(b2, [k, n])
         dst = ctx.view(out, [nb * m, n])
     else:
+        va = _untransposed(ctx, a2, [nb, m, k]) if math.prod(a2.shape[:-2]) == nb else None
+        vb = _untransposed(ctx, b2, [nb, k, n]) if math.prod(b2.shape[:-2]) == nb else None
+        if va or vb:
+            lhs, fa = va or (_batched(ctx, a2, batch, m, k), _same)
+            rhs, fb = vb or (_batched(ctx, b2, batch, k, n), _same)
+            dst = ctx.view(out, [nb, m, n])
+            ctx.emit(lambda i, o, s: npurt.matmul(fa(i[0]), fb(i[1]), out=o[0], stream=s), [lhs, rhs], [dst], "MatMul")
+            return [out]
         lhs = _batched(ctx, a2, batch, m, k)
         rhs = _batched(ctx, b2, batch, k, n)
         dst = ctx.view(out, [nb, m, n])
     ctx.emit(lambda i, o, s: npurt.matmul(i[0], i[1], out=o[0], stream=s), [lhs, rhs], [dst], "MatMul")
     return [out]
+
+
+def _same(a: Any) -> Any:
+    return a
 
 
 @op("Gemm")

@@ -137,6 +137,8 @@ def _transpose(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_t
     perm = [axis_of(ctx, p, r) for p in perm]
     out = ctx.new([x.shape[p] for p in perm], need_dtype(ctx, x))
     copy_into(ctx, x, out, lambda a: a.transpose(perm), "Transpose")
+    if not x.known:
+        out.perm_of = (x, tuple(perm))
     return [out]
 
 
