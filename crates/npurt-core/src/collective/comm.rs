@@ -7,7 +7,7 @@
 use super::board::{Board, ST_JOINED, ST_LEFT};
 use super::error::CollectiveError;
 use super::rendezvous::{CResult, Rendezvous, K_FAILED};
-use super::types::{CollKind, OpDesc};
+use super::types::{check_regions, CollKind, OpDesc, Region};
 use crate::memory::DeviceBuffer;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
@@ -46,24 +46,6 @@ pub enum Transport {
 pub(crate) enum Backing {
     Heap(#[allow(dead_code)] Arc<Box<[AtomicU64]>>),
     Shm(#[allow(dead_code)] DeviceBuffer),
-}
-
-/// A byte range a collective reads or writes, and what keeps it alive.
-#[derive(Clone)]
-pub struct Region {
-    pub addr: usize,
-    pub len: usize,
-    pub keep: Option<DeviceBuffer>,
-}
-
-impl Region {
-    pub fn of(buf: &DeviceBuffer, offset: usize, len: usize) -> Region {
-        Region {
-            addr: buf.addr() + offset,
-            len,
-            keep: Some(buf.clone()),
-        }
-    }
 }
 
 /// Where a communicator's staging memory lies: the slots (`shm`; 0 for `local`) and the
@@ -376,46 +358,5 @@ impl Drop for CommInner {
     fn drop(&mut self) {
         self.board.rank(self.rank).state.store(ST_LEFT, Release);
         self.board.wake();
-    }
-}
-
-/// Checks the buffers against the descriptor: present where needed and large enough.
-pub(crate) fn check_regions(desc: &OpDesc, world: u32, send: Option<&Region>, recv: Option<&Region>) -> CResult<()> {
-    let (ns, nr) = desc.buffer_bytes(world)?;
-    let name = desc.kind.name();
-    let need = |r: Option<&Region>, n: usize, what: &str| -> CResult<()> {
-        match r {
-            _ if n == 0 => Ok(()),
-            None => Err(CollectiveError::param(name, format!("the {what} buffer is missing"))),
-            Some(r) if r.len < n => Err(CollectiveError::param(
-                name,
-                format!(
-                    "the {what} buffer holds {} bytes, {} needed ({})",
-                    r.len,
-                    n,
-                    desc.describe()
-                ),
-            )),
-            Some(_) => Ok(()),
-        }
-    };
-    match desc.kind {
-        CollKind::Send => need(send, ns, "send"),
-        CollKind::Recv => need(recv, nr, "receive"),
-        _ => {
-            need(send, ns, "send")?;
-            need(recv, nr, "receive")?;
-            if desc.kind == CollKind::AllToAll {
-                if let (Some(s), Some(r)) = (send, recv) {
-                    if s.addr < r.addr + nr && r.addr < s.addr + ns && nr > 0 {
-                        return Err(CollectiveError::param(
-                            name,
-                            "the send and receive buffers overlap (all_to_all cannot run in place)",
-                        ));
-                    }
-                }
-            }
-            Ok(())
-        }
     }
 }

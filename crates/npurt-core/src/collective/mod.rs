@@ -40,18 +40,19 @@ pub mod shm;
 mod types;
 
 pub use board::MAX_RANKS;
-pub use comm::{default_timeout, Communicator, Region, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
+pub use comm::{default_timeout, Communicator, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
 pub use eager::{EAGER_BYTES, EAGER_ENV};
 pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
 pub use rendezvous::{pid_dead, with_interrupt};
-pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp};
+pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp, Region};
 
 use crate::error::{Error, TaskError};
 use crate::profiler::TaskKind;
 use crate::stream::task::{Engine, EngineDesc};
 use crate::stream::{Pending, Stream};
-use comm::{check_regions, Ticket};
+use comm::Ticket;
 use std::time::Duration;
+use types::check_regions;
 
 struct Job {
     comm: Communicator,
