@@ -90,11 +90,13 @@ def test_a_broadcast_root_returns_before_the_readers_arrive():
     assert run_ranks(2, fn) == [[7.0] * 8, [7.0] * 8]
 
 
-def test_a_broadcast_root_stays_at_most_one_collective_ahead():
-    # The root's second broadcast waits for the reader to finish the first (its staging
-    # half and descriptor row are reused two collectives later): the reader never comes,
-    # so it times out naming it.
+def test_a_broadcast_root_stays_at_most_depth_minus_one_collectives_ahead():
+    # The root's broadcast number DEPTH waits for the reader to finish the first (its
+    # staging area and descriptor row are reused DEPTH collectives later): the reader never
+    # comes, so it times out naming it. The DEPTH - 1 before it returned without the reader.
     done = threading.Event()
+    depth = npurt._npurt.COLLECTIVE_EAGER_DEPTH
+    assert depth >= 2
 
     def fn(r):
         if r == 1:
@@ -102,8 +104,9 @@ def test_a_broadcast_root_stays_at_most_one_collective_ahead():
         try:
             a = npurt.to_device(np.ones(4, np.float32), device=0)
             b = npurt.to_device(np.ones(4, np.float32), device=0)
-            dist.broadcast(a, src=0)
-            a.to_host()  # the first returned without the reader
+            for _ in range(depth - 1):
+                dist.broadcast(a, src=0)
+            a.to_host()  # they returned without the reader
             dist.broadcast(b, src=0, timeout=0.2)
             with pytest.raises(npurt.CollectiveTimeoutError) as e:
                 b.to_host()

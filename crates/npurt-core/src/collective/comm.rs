@@ -4,7 +4,7 @@
 //! called ([`Communicator::execute`] waits for its turn), whatever streams they were
 //! queued on, so every rank sees the same sequence.
 
-use super::board::{Board, ST_JOINED, ST_LEFT};
+use super::board::{Board, DEPTH, ST_JOINED, ST_LEFT};
 use super::error::CollectiveError;
 use super::rendezvous::{CResult, Rendezvous, K_FAILED};
 use super::types::{check_regions, CollKind, OpDesc, Region};
@@ -67,9 +67,9 @@ pub(crate) struct ExecState {
     turn: u64,
     skipped: BTreeSet<u64>,
     pub(crate) phase: u64,
-    /// The phase this rank published when it arrived at its last collective (see
-    /// `Rendezvous::catch_up`).
-    pub(crate) arrived: u64,
+    /// The phases this rank published when it arrived at its last collectives, by seq
+    /// modulo [`DEPTH`] (see `Rendezvous::catch_up`).
+    pub(crate) arrivals: [u64; DEPTH],
     pub(crate) sent: Vec<u64>,
     pub(crate) received: Vec<u64>,
 }
@@ -134,7 +134,7 @@ impl Communicator {
                 turn: 0,
                 skipped: BTreeSet::new(),
                 phase: 0,
-                arrived: 0,
+                arrivals: [0; DEPTH],
                 sent: vec![0; w],
                 received: vec![0; w],
             }),
@@ -236,7 +236,7 @@ impl Communicator {
         let result = {
             let ExecState {
                 phase,
-                arrived,
+                arrivals,
                 sent,
                 received,
                 ..
@@ -247,7 +247,7 @@ impl Communicator {
                 seq,
                 desc,
                 phase,
-                arrived,
+                arrivals,
                 start,
                 deadline,
                 check_pids: self.transport() == Transport::Shm,
@@ -280,12 +280,18 @@ impl Communicator {
     /// while the group is usable): such a call fails at once, as HCCL's and torch's do.
     pub(crate) fn aborted_error(&self, seq: u64, desc: OpDesc) -> Option<CollectiveError> {
         let rec = self.0.board.aborted()?;
-        Some(self.at_once(seq, desc, &mut 0, &mut 0).error_of(&rec))
+        Some(self.at_once(seq, desc, &mut 0, &mut [0; DEPTH]).error_of(&rec))
     }
 
     /// A rendezvous of collective `seq` that waits for nothing (its deadline is now): for
     /// reading or publishing the group's abort record.
-    fn at_once<'a>(&'a self, seq: u64, desc: OpDesc, phase: &'a mut u64, arrived: &'a mut u64) -> Rendezvous<'a> {
+    fn at_once<'a>(
+        &'a self,
+        seq: u64,
+        desc: OpDesc,
+        phase: &'a mut u64,
+        arrivals: &'a mut [u64; DEPTH],
+    ) -> Rendezvous<'a> {
         let now = Instant::now();
         Rendezvous {
             board: &self.0.board,
@@ -293,7 +299,7 @@ impl Communicator {
             seq,
             desc,
             phase,
-            arrived,
+            arrivals,
             start: now,
             deadline: now,
             check_pids: false,
@@ -311,7 +317,7 @@ impl Communicator {
             st.skipped.insert(ticket.turn);
         }
         drop(st);
-        self.at_once(seq, desc, &mut 0, &mut 0).fail(
+        self.at_once(seq, desc, &mut 0, &mut [0; DEPTH]).fail(
             K_FAILED,
             1 << self.rank(),
             0.0,
@@ -334,9 +340,15 @@ impl Communicator {
         (0..self.world())
             .map(|r| {
                 let s = b.rank(r);
-                // The newer of the two rows (the collective it is in or left last).
-                let newer = s.rows[1].seq.load(Relaxed) > s.rows[0].seq.load(Relaxed);
-                let row = &s.rows[newer as usize];
+                // The newest row (the collective it is in or left last; unused rows hold
+                // seq 0, as collective 0's does: ties go to the first).
+                let row = s.rows[1..].iter().fold(&s.rows[0], |best, r| {
+                    if r.seq.load(Relaxed) > best.seq.load(Relaxed) {
+                        r
+                    } else {
+                        best
+                    }
+                });
                 let d = OpDesc::unpack(row.desc.load(Relaxed), row.count.load(Relaxed))
                     .map_or_else(|| "-".into(), |d| d.describe());
                 let (seq, phase) = (row.seq.load(Relaxed), s.phase.load(Acquire));

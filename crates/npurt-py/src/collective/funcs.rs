@@ -177,5 +177,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_wait_task, m)?)?;
     // Send bytes per rank up to which a collective takes the one-barrier eager path.
     m.add("COLLECTIVE_EAGER_BYTES", coll::EAGER_BYTES)?;
+    // Collectives an eager broadcast's root may run ahead of the slowest rank, plus one.
+    m.add("COLLECTIVE_EAGER_DEPTH", coll::EAGER_DEPTH)?;
     Ok(())
 }
