@@ -34,7 +34,7 @@
 //! them, the root running ahead) check the rule.
 
 use super::algo::copy;
-use super::board::DEPTH;
+use super::board::{DEPTH, MAX_RANKS};
 use super::comm::CommInner;
 use super::reduce::reduce;
 use super::rendezvous::{CResult, Rendezvous};
@@ -83,7 +83,14 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     let count = d.count as usize;
     let which = (rv.seq % DEPTH as u64) as usize;
     let area = |r: u32| c.eager + (r as usize * DEPTH + which) * EAGER_BYTES;
-    let all = |off: usize| -> Vec<*const u8> { (0..n).map(|r| (area(r) + off) as *const u8).collect() };
+    // Every rank's area at `off`, in rank order (on the stack: no allocation per call).
+    let mut ptrs = [std::ptr::null::<u8>(); MAX_RANKS as usize];
+    let mut all = |off: usize| {
+        for (r, p) in ptrs.iter_mut().enumerate().take(n as usize) {
+            *p = (area(r as u32) + off) as *const u8;
+        }
+        ptrs
+    };
     let (send_bytes, _) = d.buffer_bytes(n)?;
     // A broadcast's root waits for nobody: every other rank only reads from it.
     rv.catch_up()?;
@@ -117,15 +124,23 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     // other rank touches it; reads stay inside the areas (`fits`) and the offsets follow
     // the descriptor every rank matched at arrival.
     match d.kind {
-        CollKind::AllReduce => unsafe { reduce(recv as *mut u8, &all(0), count, d.dtype, d.op) },
-        CollKind::Reduce if me == d.root => unsafe { reduce(recv as *mut u8, &all(0), count, d.dtype, d.op) },
+        CollKind::AllReduce => unsafe { reduce(recv as *mut u8, &all(0)[..n as usize], count, d.dtype, d.op) },
+        CollKind::Reduce if me == d.root => unsafe {
+            reduce(recv as *mut u8, &all(0)[..n as usize], count, d.dtype, d.op)
+        },
         CollKind::AllGather => {
             for j in 0..n {
                 unsafe { copy(recv + j as usize * count * e, area(j), count * e) };
             }
         }
         CollKind::ReduceScatter => unsafe {
-            reduce(recv as *mut u8, &all(me as usize * count * e), count, d.dtype, d.op)
+            reduce(
+                recv as *mut u8,
+                &all(me as usize * count * e)[..n as usize],
+                count,
+                d.dtype,
+                d.op,
+            )
         },
         CollKind::AllToAll => {
             for j in 0..n {

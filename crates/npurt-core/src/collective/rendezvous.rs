@@ -176,8 +176,9 @@ impl Rendezvous<'_> {
     /// Waits until `done()`; `behind()` names the ranks still awaited.
     pub(crate) fn wait_for(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
         let mut spins = 0u32;
-        let waiting = Instant::now();
-        let mut last_check = waiting;
+        // When the wait began and the liveness check was last made (read from the clock
+        // only once the wait did not end at once: most end at the first look).
+        let mut since: Option<(Instant, Instant)> = None;
         self.board.wait_until(done, |seen| {
             if let Some(rec) = self.board.aborted() {
                 return Err(self.error_of(&rec));
@@ -188,15 +189,16 @@ impl Rendezvous<'_> {
                 return Ok(());
             }
             let now = Instant::now();
-            if now.duration_since(waiting) < YIELD_FOR {
+            let (waiting, last_check) = since.get_or_insert((now, now));
+            if now.duration_since(*waiting) < YIELD_FOR {
                 std::thread::yield_now();
                 return Ok(());
             }
             if now >= self.deadline {
                 return Err(self.fail_timeout(&behind()));
             }
-            if now.duration_since(last_check) >= LIVENESS_EVERY {
-                last_check = now;
+            if now.duration_since(*last_check) >= LIVENESS_EVERY {
+                *last_check = now;
                 self.board.rank(self.me).heartbeat_ms.store(now_ms(), Relaxed);
                 self.check_alive(done, behind)?;
                 if INTERRUPT.with(|i| i.get()).is_some_and(|interrupted| interrupted()) {
@@ -237,22 +239,22 @@ impl Rendezvous<'_> {
 
     fn check_desync(&self) -> CResult<()> {
         let world = self.board.world();
-        let rows: Vec<(u64, Option<OpDesc>)> = (0..world)
-            .map(|r| {
-                let s = self.board.row(r, self.seq);
-                (
-                    s.seq.load(Relaxed),
-                    OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed)),
-                )
-            })
-            .collect();
-        let first = rows[0];
+        let row = |r: u32| {
+            let s = self.board.row(r, self.seq);
+            (
+                s.seq.load(Relaxed),
+                OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed)),
+            )
+        };
+        let first = row(0);
         let same = |row: &(u64, Option<OpDesc>)| {
             row.0 == first.0 && matches!((&row.1, &first.1), (Some(a), Some(b)) if a.matches(b))
         };
-        if rows.iter().all(same) {
+        // Every call checks; only a mismatch collects the rows (no allocation otherwise).
+        if (1..world).all(|r| same(&row(r))) {
             return Ok(());
         }
+        let rows: Vec<(u64, Option<OpDesc>)> = (0..world).map(row).collect();
         // Group the ranks by what they called (the same text on every rank).
         let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
         for (r, (seq, d)) in rows.iter().enumerate() {
