@@ -25,7 +25,7 @@ fn _comm_local(
     let rank = int_arg(rank, "rank", 0, u32::MAX as i64)? as u32;
     let world = int_arg(world, "world_size", 1, u32::MAX as i64)? as u32;
     let c = coll::local::join(name, rank, world, group_timeout(timeout)?).map_err(coll_err)?;
-    Ok(PyComm { c })
+    Ok(PyComm::new(c))
 }
 
 /// Forgets a local group name whose ranks never all joined.
@@ -40,7 +40,7 @@ fn _comm_local_forget(name: &str) {
 fn _comm_init_all(world: &Bound<'_, PyAny>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyComm>> {
     let world = int_arg(world, "ndev", 1, u32::MAX as i64)? as u32;
     let cs = coll::local::init_all(world, group_timeout(timeout)?).map_err(coll_err)?;
-    Ok(cs.into_iter().map(|c| PyComm { c }).collect())
+    Ok(cs.into_iter().map(PyComm::new).collect())
 }
 
 fn memory_of(device: Option<&Bound<'_, PyAny>>) -> PyResult<std::sync::Arc<npurt_core::memory::DeviceMemory>> {
@@ -66,7 +66,7 @@ fn _comm_shm_create(
     let (c, key) = py
         .detach(|| coll::shm::create(&mem, world, slot_bytes, pids.as_deref(), t))
         .py_err()?;
-    Ok((PyComm { c }, key))
+    Ok((PyComm::new(c), key))
 }
 
 /// Rank `rank` of the `shm` group whose segment is `key`.
@@ -85,7 +85,7 @@ fn _comm_shm_join(
     let world = int_arg(world, "world_size", 1, u32::MAX as i64)? as u32;
     let (mem, t) = (memory_of(device)?, group_timeout(timeout)?);
     let c = py.detach(|| coll::shm::join(&key, &mem, rank, world, t)).py_err()?;
-    Ok(PyComm { c })
+    Ok(PyComm::new(c))
 }
 
 /// The exception for a collective failure, with the engine's wording: `kind` is

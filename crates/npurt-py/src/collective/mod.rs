@@ -3,6 +3,7 @@
 //! Buffers are DeviceArrays (contiguous), DeviceBuffers or `_BufferView`s (acl pointers).
 
 mod funcs;
+mod sync;
 
 use crate::args::{int_arg, timeout_arg, type_name};
 use crate::array::PyArray;
@@ -14,15 +15,18 @@ use npurt_core::collective::{
     self as coll, CollKind, CollectiveError, Communicator, HcclDataType, OpDesc, ReduceOp, Region,
 };
 use npurt_core::memory::{AnyBuffer, Buffer};
-use npurt_core::Error;
+use npurt_core::{Error, Stream};
 use npurt_kernels::DeviceArray;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::time::Duration;
 
 /// One rank's communicator.
 #[pyclass(module = "npurt", name = "_Comm", frozen)]
 pub(crate) struct PyComm {
     c: Communicator,
+    /// Per communication stream, where the current stream was when `run_sync` last left it.
+    marks: sync::Marks,
 }
 
 fn coll_err(e: CollectiveError) -> PyErr {
@@ -168,13 +172,59 @@ impl PyComm {
             }
         }
         let out = recv.as_ref().and_then(|r| r.1.clone());
-        let (sr, rr) = (send.map(|r| r.0), recv.map(|r| r.0));
+        let seq = self.launch(py, &s, desc, send.map(|r| r.0), recv.map(|r| r.0), timeout, run_here)?;
+        if let Some(a) = out {
+            a.mark_written(&s);
+        }
+        Ok((seq, s.submitted_count()))
+    }
+
+    /// `npurt.distributed`'s blocking in-place collective (`all_reduce`, `broadcast`,
+    /// `reduce` with `async_op=False` and no per-call timeout) in one call: see
+    /// [`sync::run`]. False when the caller must take the general path.
+    #[pyo3(signature = (kind, array, op, root, streams, run_here=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn run_sync(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        array: &Bound<'_, PyAny>,
+        op: &Bound<'_, PyAny>,
+        root: u32,
+        streams: &Bound<'_, PyDict>,
+        run_here: bool,
+    ) -> PyResult<bool> {
+        sync::run(self, py, kind, array, op, root, streams, run_here)
+    }
+}
+
+impl PyComm {
+    pub(super) fn new(c: Communicator) -> Self {
+        PyComm {
+            c,
+            marks: sync::Marks::default(),
+        }
+    }
+
+    /// Queues (or, `run_here` and `s` idle, runs on this thread) a collective whose buffers
+    /// were checked and ordered on `s`; returns its sequence number.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &self,
+        py: Python<'_>,
+        s: &Stream,
+        desc: OpDesc,
+        send: Option<Region>,
+        recv: Option<Region>,
+        timeout: Option<Duration>,
+        run_here: bool,
+    ) -> PyResult<u64> {
         // A stream whose last task just completed on a preempted thread is as good as idle.
         let here = run_here && (s.is_idle() || py.detach(|| s.settle(SETTLE)));
         let (seq, r) = if here {
             let r = py.detach(|| {
                 coll::with_interrupt(signal_pending, || {
-                    coll::enqueue_or_run(&self.c, &s, desc, sr, rr, timeout)
+                    coll::enqueue_or_run(&self.c, s, desc, send, recv, timeout)
                 })
             });
             if let Some(e) = PyErr::take(py) {
@@ -182,14 +232,11 @@ impl PyComm {
             }
             r
         } else {
-            coll::enqueue(&self.c, &s, desc, sr, rr, timeout)
+            coll::enqueue(&self.c, s, desc, send, recv, timeout)
         }
         .py_err()?;
-        submit(py, &s, Ok(r))?;
-        if let Some(a) = out {
-            a.mark_written(&s);
-        }
-        Ok((seq, s.submitted_count()))
+        submit(py, s, Ok(r))?;
+        Ok(seq)
     }
 }
 
