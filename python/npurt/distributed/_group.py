@@ -86,8 +86,10 @@ class ProcessGroup:
         self._children = 0
         self.rank_stream: Any = None  # "local": this rank thread's current stream
         self.rank_device: Any = None  # "local": this rank thread's current device
-        # The backend's one-call blocking in-place collective (`Backend.one_call`), or None.
-        self.one_call: Optional[Callable[..., bool]] = backend.one_call()
+        # The backend's one-call blocking in-place collective (`Backend.one_call`), or None
+        # (also for a registered backend that does not derive from `Backend`).
+        one_call = getattr(backend, "one_call", None)
+        self.one_call: Optional[Callable[..., bool]] = one_call() if one_call is not None else None
 
     def rank(self) -> int:
         return self.backend.rank
