@@ -34,7 +34,7 @@
 //! them, the root running ahead) check the rule.
 
 use super::algo::copy;
-use super::board::{DEPTH, MAX_RANKS};
+use super::board::DEPTH;
 use super::comm::CommInner;
 use super::reduce::reduce;
 use super::rendezvous::{CResult, Rendezvous};
@@ -83,14 +83,8 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     let count = d.count as usize;
     let which = (rv.seq % DEPTH as u64) as usize;
     let area = |r: u32| c.eager + (r as usize * DEPTH + which) * EAGER_BYTES;
-    // Every rank's area at `off`, in rank order (on the stack: no allocation per call).
-    let mut ptrs = [std::ptr::null::<u8>(); MAX_RANKS as usize];
-    let mut all = |off: usize| {
-        for (r, p) in ptrs.iter_mut().enumerate().take(n as usize) {
-            *p = (area(r as u32) + off) as *const u8;
-        }
-        ptrs
-    };
+    // Where `peers` lists every rank's area (no allocation up to 8 ranks).
+    let (mut small, mut big) = ([std::ptr::null::<u8>(); 8], Vec::new());
     let (send_bytes, _) = d.buffer_bytes(n)?;
     // A broadcast's root waits for nobody: every other rank only reads from it.
     rv.catch_up()?;
@@ -124,9 +118,23 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     // other rank touches it; reads stay inside the areas (`fits`) and the offsets follow
     // the descriptor every rank matched at arrival.
     match d.kind {
-        CollKind::AllReduce => unsafe { reduce(recv as *mut u8, &all(0)[..n as usize], count, d.dtype, d.op) },
+        CollKind::AllReduce => unsafe {
+            reduce(
+                recv as *mut u8,
+                peers(&mut small, &mut big, n, area),
+                count,
+                d.dtype,
+                d.op,
+            )
+        },
         CollKind::Reduce if me == d.root => unsafe {
-            reduce(recv as *mut u8, &all(0)[..n as usize], count, d.dtype, d.op)
+            reduce(
+                recv as *mut u8,
+                peers(&mut small, &mut big, n, area),
+                count,
+                d.dtype,
+                d.op,
+            )
         },
         CollKind::AllGather => {
             for j in 0..n {
@@ -136,7 +144,7 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
         CollKind::ReduceScatter => unsafe {
             reduce(
                 recv as *mut u8,
-                &all(me as usize * count * e)[..n as usize],
+                peers(&mut small, &mut big, n, |r| area(r) + me as usize * count * e),
                 count,
                 d.dtype,
                 d.op,
@@ -156,4 +164,24 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
         _ => {}
     }
     Ok(())
+}
+
+/// The addresses `at(0)`, `at(1)`, ... `at(n - 1)`: in `small` up to its length (no
+/// allocation on the small-collective path), else in `big`.
+fn peers<'a>(
+    small: &'a mut [*const u8; 8],
+    big: &'a mut Vec<*const u8>,
+    n: u32,
+    at: impl Fn(u32) -> usize,
+) -> &'a [*const u8] {
+    let n = n as usize;
+    if n <= small.len() {
+        for (r, p) in small[..n].iter_mut().enumerate() {
+            *p = at(r as u32) as *const u8;
+        }
+        return &small[..n];
+    }
+    big.clear();
+    big.extend((0..n as u32).map(|r| at(r) as *const u8));
+    big
 }

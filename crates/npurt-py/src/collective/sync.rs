@@ -97,9 +97,11 @@ pub(super) fn run(
         count: t.numel() as u64,
         root,
     };
-    let region = Region::of(a.buffer(), a.offset(), t.nbytes());
+    let send = Region::of(a.buffer(), a.offset(), t.nbytes());
+    // In place: the send side's handle keeps the buffer alive for both.
+    let recv = Region { keep: None, ..send };
     a.prepare_on(cs).py_err()?;
-    comm.launch(py, cs, desc, Some(region.clone()), Some(region), None, run_here)?;
+    comm.launch(py, cs, desc, Some(send), Some(recv), None, run_here)?;
     a.mark_written(cs);
     // As `ProcessGroup.run`: a failed collective left its error on `cs` (raised where the
     // result is read: `cs` is the array's last writer), not here.
