@@ -273,3 +273,18 @@ def test_the_one_call_path_orders_like_the_general_path(one_call):
     # then both add 1 on another stream and rank 0 gets 5.5 + 5.5.
     assert a == [2.5, 3.5, 4.5, 11.0], a
     assert b == [2.5, 3.5, 4.5, None], b
+
+
+def test_a_collective_with_the_communication_stream_current_takes_the_general_path():
+    # The group's communication stream made current (as its own wait would be a self-wait):
+    # the general path gives the group a fresh communication stream; same result.
+    def fn(r):
+        g = dist.group_of(None)
+        t = npurt.to_device(np.full(4, r + 1, np.float32), device=r % 2)
+        dist.all_reduce(t)  # (makes the communication stream)
+        with g._streams[r % 2]:
+            dist.all_reduce(t)
+            dist.broadcast(t, src=0)
+        return t.to_host().tolist()
+
+    assert run_ranks(2, fn) == [[6.0] * 4, [6.0] * 4]

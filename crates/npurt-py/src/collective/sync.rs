@@ -84,7 +84,8 @@ pub(super) fn run(
     };
     let cs = &cs.get().s;
     let cur = current::current_stream().py_err()?;
-    if cur.device() != dev || !cs.is_usable() || !cur.is_usable() {
+    // (The communication stream made current: the general path gives the group a fresh one.)
+    if cur.device() != dev || !cs.is_usable() || !cur.is_usable() || cur == *cs {
         return Ok(false);
     }
     if comm.marks.get(cs.id()) != Some((cur.id(), cur.submitted_count())) {
