@@ -492,6 +492,15 @@ class _Comm:
         timeout: Optional[float] = None,
         run_here: bool = False,
     ) -> Tuple[int, int]: ...
+    def run_sync(
+        self,
+        kind: str,
+        array: Any,
+        op: Any,
+        root: int,
+        streams: Dict[int, Stream],
+        run_here: bool = True,
+    ) -> bool: ...
 
 def _comm_local(name: str, rank: int, world: int, timeout: Optional[float] = None) -> _Comm: ...
 def _comm_local_forget(name: str) -> None: ...
@@ -512,6 +521,7 @@ def _hccl_result_codes() -> Dict[str, int]: ...
 def _pid_dead(pid: int) -> bool: ...
 def _wait_task(stream: Stream, target: int, timeout: Optional[float] = None) -> bool: ...
 COLLECTIVE_EAGER_BYTES: int
+COLLECTIVE_EAGER_DEPTH: int
 
 @final
 class _Replay:

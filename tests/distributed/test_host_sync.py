@@ -90,11 +90,13 @@ def test_a_broadcast_root_returns_before_the_readers_arrive():
     assert run_ranks(2, fn) == [[7.0] * 8, [7.0] * 8]
 
 
-def test_a_broadcast_root_stays_at_most_one_collective_ahead():
-    # The root's second broadcast waits for the reader to finish the first (its staging
-    # half and descriptor row are reused two collectives later): the reader never comes,
-    # so it times out naming it.
+def test_a_broadcast_root_stays_at_most_depth_minus_one_collectives_ahead():
+    # The root's broadcast number DEPTH waits for the reader to finish the first (its
+    # staging area and descriptor row are reused DEPTH collectives later): the reader never
+    # comes, so it times out naming it. The DEPTH - 1 before it returned without the reader.
     done = threading.Event()
+    depth = npurt._npurt.COLLECTIVE_EAGER_DEPTH
+    assert depth >= 2
 
     def fn(r):
         if r == 1:
@@ -102,8 +104,9 @@ def test_a_broadcast_root_stays_at_most_one_collective_ahead():
         try:
             a = npurt.to_device(np.ones(4, np.float32), device=0)
             b = npurt.to_device(np.ones(4, np.float32), device=0)
-            dist.broadcast(a, src=0)
-            a.to_host()  # the first returned without the reader
+            for _ in range(depth - 1):
+                dist.broadcast(a, src=0)
+            a.to_host()  # they returned without the reader
             dist.broadcast(b, src=0, timeout=0.2)
             with pytest.raises(npurt.CollectiveTimeoutError) as e:
                 b.to_host()
@@ -194,3 +197,94 @@ def test_ctrl_c_ends_a_host_synchronous_collective_before_its_deadline():
     lines = p.stdout.splitlines()
     assert lines[0] == "KeyboardInterrupt", p.stdout
     assert "rank 0 was interrupted" in lines[1], p.stdout
+
+
+# -- the one-call path (`ProcessGroup.one_call`, `_npurt._Comm.run_sync`) -----------------
+
+
+def test_the_one_call_path_takes_blocking_calls_without_a_timeout_only():
+    from npurt.distributed._group import fast_group
+
+    def fn(r):
+        g = dist.group_of(None)
+        return (
+            g.one_call is not None,
+            fast_group(None, False, None) is g,
+            fast_group(None, True, None),
+            fast_group(None, False, 5.0),
+            fast_group("not a group", False, None),
+        )
+
+    assert run_ranks(2, fn) == [(True, True, None, None, None)] * 2
+
+
+def test_a_failed_one_call_collective_raises_where_its_result_is_read():
+    # As the general path: the group's deadline (no per-call timeout: the one-call path)
+    # fails the collective on the communication stream, raised when the result is read;
+    # the next collective gets a fresh communication stream (and the group's abort).
+    done = threading.Event()
+
+    def fn(r):
+        t = npurt.to_device(np.ones(4, np.float32), device=r % 2)
+        if r == 1:
+            return done.wait(30)  # never calls (and stays in the group)
+        try:
+            dist.group_of(None).backend.set_timeout(0.2)
+            dist.all_reduce(t)  # returns: the failure is the stream's
+            with pytest.raises(npurt.CollectiveTimeoutError, match=r"rank\(s\) 1 never arrived"):
+                t.to_host()
+            u = npurt.to_device(np.ones(4, np.float32), device=0)
+            with pytest.raises(npurt.CollectiveError):
+                dist.all_reduce(u)
+                u.to_host()
+            return True
+        finally:
+            done.set()
+
+    assert run_ranks(2, fn)[0] is True
+
+
+@pytest.mark.parametrize("one_call", [True, False])
+def test_the_one_call_path_orders_like_the_general_path(one_call):
+    # Work queued on the current stream before the collective is in its input (the
+    # communication stream waits for it); kernels after it see its result (the current
+    # stream waits for the communication stream); a second stream's writes are ordered
+    # through the array's last writer. The same with the one-call path switched off.
+    def fn(r):
+        g = dist.group_of(None)
+        if not one_call:
+            g.one_call = None
+        t = npurt.to_device(np.full(64, r + 1, np.float32), device=r % 2)
+        out = []
+        for _ in range(3):
+            npurt.add(t, 1.0, out=t)  # before: in the input
+            dist.all_reduce(t)
+            npurt.multiply(t, 0.5, out=t)  # after: sees the sum
+            dist.broadcast(t, src=1)
+            out.append(t.to_host()[0].item())
+        s = npurt.Stream(device=r % 2)
+        npurt.add(t, 1.0, out=t, stream=s)  # another stream: ordered through the last writer
+        dist.reduce(t, dst=0)
+        out.append(t.to_host()[0].item() if r == 0 else None)
+        return out
+
+    a, b = run_ranks(2, fn)
+    # rank values 1, 2: (2 + 3) * 0.5 = 2.5; (3.5 + 3.5) * 0.5 = 3.5; (4.5 + 4.5) * 0.5 = 4.5;
+    # then both add 1 on another stream and rank 0 gets 5.5 + 5.5.
+    assert a == [2.5, 3.5, 4.5, 11.0], a
+    assert b == [2.5, 3.5, 4.5, None], b
+
+
+def test_a_collective_with_the_communication_stream_current_takes_the_general_path():
+    # The group's communication stream made current (as its own wait would be a self-wait):
+    # the general path gives the group a fresh communication stream; same result.
+    def fn(r):
+        g = dist.group_of(None)
+        t = npurt.to_device(np.full(4, r + 1, np.float32), device=r % 2)
+        dist.all_reduce(t)  # (makes the communication stream)
+        with g._streams[r % 2]:
+            dist.all_reduce(t)
+            dist.broadcast(t, src=0)
+        return t.to_host().tolist()
+
+    assert run_ranks(2, fn) == [[6.0] * 4, [6.0] * 4]

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+use npurt_core::collective::{local, CollKind, Communicator, HcclDataType, OpDesc, ReduceOp, Region};
 use npurt_core::{registry, BlockCtx, Config, Context, Kernel, KernelFault};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
@@ -82,4 +83,45 @@ impl<F: Fn(BlockCtx) -> Result<(), KernelFault> + Send + Sync + 'static> Kernel 
     fn run_block(&self, b: BlockCtx) -> Result<(), KernelFault> {
         (self.0)(b)
     }
+}
+
+// -- collectives (`collective.rs`, `collective_errors.rs`) ------------------------------
+
+/// The bytes of `v` as a collective's buffer (kept alive by the caller).
+pub fn region(v: &mut [f32]) -> Region {
+    Region {
+        addr: v.as_mut_ptr() as usize,
+        len: std::mem::size_of_val(v),
+        keep: None,
+    }
+}
+
+/// A float32 collective's descriptor.
+pub fn desc(kind: CollKind, count: u64, op: ReduceOp, root: u32) -> OpDesc {
+    OpDesc {
+        kind,
+        dtype: HcclDataType::Fp32,
+        op,
+        count,
+        root,
+    }
+}
+
+/// Runs `f(rank, comm)` on one thread per rank and returns the results in rank order.
+pub fn ranks<T: Send + 'static>(
+    world: u32,
+    timeout: Duration,
+    f: impl Fn(u32, Communicator) -> T + Send + Sync + 'static,
+) -> Vec<T> {
+    let comms = local::init_all(world, timeout).unwrap();
+    let f = std::sync::Arc::new(f);
+    let hs: Vec<_> = comms
+        .into_iter()
+        .enumerate()
+        .map(|(r, c)| {
+            let f = f.clone();
+            std::thread::spawn(move || f(r as u32, c))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
 }

@@ -6,7 +6,9 @@ Sizes are nccl-tests' "size": the bytes of the larger buffer (all_gather's outpu
 reduce_scatter's input, all_to_all's either, all_reduce's and broadcast's one); the data
 is float32; all_reduce and broadcast run in place (torch's shape; ``MPI_IN_PLACE`` for
 mpi4py). The time of a size is the slowest rank's mean over ``iters`` back-to-back calls
-(after a warm-up and a barrier), the last one synchronized.
+(up to :data:`MAX_ITERS` for small sizes), the last one synchronized, after the checked
+call, ``warmup(iters)`` untimed ones (first touches of staging memory, the first calls'
+slow paths: a first row must not measure them) and a barrier.
 """
 
 from __future__ import annotations
@@ -56,8 +58,16 @@ def expected(op: str, rank: int, n: int, send_count: int) -> np.ndarray:
     return xs[0]  # broadcast from rank 0
 
 
+MAX_ITERS = 500
+
+
 def iters_for(size: int, budget_bytes: int) -> int:
-    return int(max(3, min(50, budget_bytes // max(size, 1))))
+    return int(max(3, min(MAX_ITERS, budget_bytes // max(size, 1))))
+
+
+def warmup(iters: int) -> int:
+    """Untimed calls before the timed ones (besides the checked call)."""
+    return max(1, iters // 10)
 
 
 class Ops:
@@ -88,6 +98,9 @@ def measure(o: Ops, rank: int, n: int, ops: List[str], sizes: List[int], budget:
             o.sync()
             ok = bool(np.array_equal(o.host(recv), expected(op, rank, n, sc)))
             iters = iters_for(size, budget)
+            for _ in range(warmup(iters)):
+                o.run(op, send, recv)
+            o.sync()
             o.barrier()
             t0 = time.perf_counter()
             for _ in range(iters):

@@ -216,7 +216,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--min-size", type=parse_size, default=1 << 10, help="smallest size (default 1K)")
     p.add_argument("--max-size", type=parse_size, default=16 << 20, help="largest size (default 16M; nccl-tests' 256M for the full table)")
     p.add_argument("--step", type=int, default=4, help="size factor between rows (default 4)")
-    p.add_argument("--budget", type=parse_size, default=256 << 20, help="bytes moved per figure, sets the call count (3..50)")
+    p.add_argument("--budget", type=parse_size, default=256 << 20, help="bytes moved per figure, sets the call count (3..500, after untimed warm-up calls)")
     p.add_argument("--timeout", type=float, default=120.0, help="collective deadline, s")
     p.add_argument("--rounds", type=int, default=2, help="rounds of every mpirun backend, order alternating; best kept (default 2)")
     p.add_argument("--job-timeout", type=float, default=1800.0, help="per backend job, s")

@@ -25,6 +25,7 @@ from ._group import (
     GroupMember,
     ProcessGroup,
     destroy_process_group,
+    fast_group,
     get_backend,
     get_rank,
     get_world_size,
@@ -77,14 +78,28 @@ def _check(t: Any, what: str) -> Any:
     return t
 
 
+# all_reduce, broadcast and reduce with async_op=False and no timeout first try the
+# backend's one-call path (`ProcessGroup.one_call`: the checks, the stream ordering and the
+# collective in one native call); it returns False, having done nothing, whenever
+# `ProcessGroup.run` must take the call (which also raises every argument error, in the
+# same order as before).
+
+
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False, timeout=None):
     """Reduces ``tensor`` over the group, in place on every rank."""
+    g = fast_group(group, async_op, timeout)
+    if g is not None and isinstance(tensor, DeviceArray) and g.one_call("all_reduce", tensor._a, op, 0, g._streams):
+        return None
     t = _check(tensor, "tensor")
     return group_of(group).run("all_reduce", t, t, op, 0, async_op, timeout)
 
 
 def broadcast(tensor, src, group=None, async_op=False, timeout=None):
     """Copies rank ``src``'s ``tensor`` into every rank's ``tensor``."""
+    g = fast_group(group, async_op, timeout)
+    if (g is not None and isinstance(tensor, DeviceArray) and type(src) is int and src in g.ranks
+            and g.one_call("broadcast", tensor._a, 0, g.ranks.index(src), g._streams)):
+        return None
     t = _check(tensor, "tensor")
     g = group_of(group)
     return g.run("broadcast", t, t, ReduceOp.SUM, g.group_rank(src, "src"), async_op, timeout)
@@ -92,6 +107,10 @@ def broadcast(tensor, src, group=None, async_op=False, timeout=None):
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, timeout=None):
     """Reduces ``tensor`` over the group into rank ``dst``'s ``tensor``."""
+    g = fast_group(group, async_op, timeout)
+    if (g is not None and isinstance(tensor, DeviceArray) and type(dst) is int and dst in g.ranks
+            and g.one_call("reduce", tensor._a, op, g.ranks.index(dst), g._streams)):
+        return None
     t = _check(tensor, "tensor")
     g = group_of(group)
     return g.run("reduce", t, t, op, g.group_rank(dst, "dst"), async_op, timeout)

@@ -128,6 +128,15 @@ class Backend:
         must still surface where the result is waited for (``stream``'s error)."""
         self.collective(kind, send, recv, op, root, stream, timeout_s)
 
+    def one_call(self) -> Optional[Any]:
+        """A native ``f(kind, array, op, root, streams) -> bool`` that runs a blocking
+        in-place ``all_reduce`` / ``broadcast`` / ``reduce`` of ``array`` (a DeviceArray's
+        native ``_a``) with the public layer's stream ordering, ``streams`` being the
+        group's communication streams by device; False when it did nothing and
+        :meth:`run` must take the call (see ``_npurt._Comm.run_sync``). None (the
+        default): every call goes through :meth:`run`."""
+        return None
+
     def shutdown(self) -> None:
         """Leaves the communicator (peers still waiting get RankFailedError)."""
 

@@ -25,13 +25,18 @@ __all__ = [
     "destroy_process_group",
     "register_backend",
     "group_of",
+    "fast_group",
 ]
 
 # backend name -> factory(rank, world_size, init_method, timeout_s, device, group_name) -> Backend
 _FACTORIES: Dict[str, Callable[..., Backend]] = {}
 
 # The default group: per thread for "local" (each rank is a thread), else per process.
-_tls = threading.local()
+class _Local(threading.local):
+    group: Optional["ProcessGroup"] = None  # (a class default: a miss raises no AttributeError)
+
+
+_tls = _Local()
 _process_group: Optional["ProcessGroup"] = None
 
 
@@ -81,6 +86,10 @@ class ProcessGroup:
         self._children = 0
         self.rank_stream: Any = None  # "local": this rank thread's current stream
         self.rank_device: Any = None  # "local": this rank thread's current device
+        # The backend's one-call blocking in-place collective (`Backend.one_call`), or None
+        # (also for a registered backend that does not derive from `Backend`).
+        one_call = getattr(backend, "one_call", None)
+        self.one_call: Optional[Callable[..., bool]] = one_call() if one_call is not None else None
 
     def rank(self) -> int:
         return self.backend.rank
@@ -192,7 +201,18 @@ def register_backend(name: str, factory: Callable[..., Backend]) -> None:
 
 
 def _default() -> Optional[ProcessGroup]:
-    return getattr(_tls, "group", None) or _process_group
+    return _tls.group or _process_group
+
+
+def fast_group(group: Any, async_op: Any, timeout: Any) -> Optional[ProcessGroup]:
+    """The group whose one-call path (``ProcessGroup.one_call``) may take a call with these
+    arguments: ``group_of(group)`` when the call is blocking, has no per-call timeout and
+    the group has that path; else None (never raises: ``group_of`` does, on the general
+    path)."""
+    if async_op or timeout is not None:
+        return None
+    g = (_tls.group or _process_group) if group is None else group
+    return g if type(g) is ProcessGroup and g.one_call is not None else None
 
 
 def group_of(group: Any) -> ProcessGroup:
@@ -320,7 +340,7 @@ def destroy_process_group(group: Any = None) -> None:
         g.rank_device.__exit__(None, None, None)
         g.rank_stream = g.rank_device = None
     if group is None or g is _default():
-        if getattr(_tls, "group", None) is g:
+        if _tls.group is g:
             _tls.group = None
         else:
             _process_group = None

@@ -5,6 +5,7 @@ shareable segment, the others import its key from the bootstrap store)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Optional
 
@@ -50,7 +51,6 @@ class NativeBackend(Backend):
         self.rank, self.size = comm.rank, comm.world
         self.host_sync = os.environ.get(HOST_SYNC_ENV, "1").strip() != "0"
 
-
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
         arr = send if send is not None else recv
         dtype = arr.dtype_name if arr is not None else "uint8"
@@ -84,6 +84,10 @@ class NativeBackend(Backend):
             timeout_s,
             self.host_sync,
         )
+
+    def one_call(self) -> Any:
+        """``_Comm.run_sync``: the blocking in-place collectives in one native call."""
+        return self.comm.run_sync if self.host_sync else functools.partial(self.comm.run_sync, run_here=False)
 
     def shutdown(self) -> None:
         self.comm.destroy()

@@ -21,9 +21,10 @@
 //! receiver took it; the receiver waits for `k`, checks the descriptor (a mismatch is a
 //! desync), copies, and marks it taken. Only the two ranks wait on each other.
 
-use super::comm::{CommInner, Region, Transport};
+use super::comm::{CommInner, Transport};
 use super::reduce::reduce;
 use super::rendezvous::{CResult, Rendezvous, K_DESYNC};
+use super::types::Region;
 use super::types::{CollKind, OpDesc};
 use std::sync::atomic::Ordering::*;
 

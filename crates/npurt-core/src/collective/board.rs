@@ -1,7 +1,7 @@
 //! The progress board: a control block of atomics that every rank of a communicator maps
 //! (heap memory for `local`, the communicator's memfd segment for `shm`). Per rank: its
-//! barrier phase, the seq and descriptor of the collective it is in (two rows, by the
-//! seq's parity: see [`Board::row`]), state, pid and a heartbeat; per ordered pair of ranks: a mailbox for send/recv; one abort record that
+//! barrier phase, the seq and descriptor of the collective it is in ([`DEPTH`] rows, by
+//! the seq modulo [`DEPTH`]: see [`Board::row`]), state, pid and a heartbeat; per ordered pair of ranks: a mailbox for send/recv; one abort record that
 //! the rank detecting a failure publishes and every other rank reads; one futex word
 //! (`epoch`) bumped on every change, which waiters sleep on.
 //!
@@ -19,6 +19,14 @@ pub const MAX_RANKS: u32 = 64;
 const TEXT_WORDS: usize = 64; // 512 bytes of abort detail
 #[cfg(loom)]
 const TEXT_WORDS: usize = 2; // (the models keep the state space small)
+
+/// Rows per rank, and eager staging areas per rank (`eager.rs`): collective `seq` uses
+/// number `seq % DEPTH`, so a rank that waits for nobody (a broadcast's root) may run up to
+/// `DEPTH - 1` collectives ahead of the slowest rank (`Rendezvous::catch_up`).
+#[cfg(not(loom))]
+pub const DEPTH: usize = 8;
+#[cfg(loom)]
+pub const DEPTH: usize = 3; // (small state spaces; still more than two)
 
 /// The futex word's low bit: a waiter sleeps on it (see [`Board::wake`]).
 pub(crate) const SLEEPING: u32 = 1;
@@ -64,12 +72,12 @@ pub(crate) struct Row {
     pub(crate) count: AtomicU64,
 }
 
-/// One rank's slot on the board (96 bytes).
+/// One rank's slot on the board (40 + 24 × [`DEPTH`] bytes).
 #[repr(C)]
 pub(crate) struct RankSlot {
     pub(crate) phase: AtomicU64,
-    /// Rows of the collectives with even and odd seqs.
-    pub(crate) rows: [Row; 2],
+    /// Rows of the collectives, by seq modulo [`DEPTH`].
+    pub(crate) rows: [Row; DEPTH],
     pub(crate) state: AtomicU32,
     pub(crate) pid: AtomicU32,
     pub(crate) heartbeat_ms: AtomicU64,
@@ -157,13 +165,14 @@ impl Board {
         unsafe { &*self.ranks.add(r as usize) }
     }
 
-    /// Rank `r`'s row for collective `seq`. Collectives of consecutive seqs use different
-    /// rows, so a rank that left collective `seq` (one barrier after arriving, for an eager
-    /// one) may publish `seq + 1` while the others still compare the rows of `seq`; it
-    /// cannot reach `seq + 2` (the same row again) before every rank arrived at `seq + 1`,
-    /// which each does only after its comparison of `seq`.
+    /// Rank `r`'s row for collective `seq`. The [`DEPTH`] collectives from `seq` on use
+    /// different rows, so a rank that left collective `seq` (one barrier after arriving,
+    /// for an eager one; none for a broadcast's root) may publish later ones while the
+    /// others still compare the rows of `seq`; it cannot reach `seq + DEPTH` (the same row
+    /// again) before every rank arrived at `seq + 1` (`Rendezvous::catch_up`), which each
+    /// does only after its comparison of `seq`.
     pub(crate) fn row(&self, r: u32, seq: u64) -> &Row {
-        &self.rank(r).rows[(seq & 1) as usize]
+        &self.rank(r).rows[(seq % DEPTH as u64) as usize]
     }
 
     pub(crate) fn pair(&self, src: u32, dst: u32) -> &PairSlot {

@@ -4,10 +4,10 @@
 //! called ([`Communicator::execute`] waits for its turn), whatever streams they were
 //! queued on, so every rank sees the same sequence.
 
-use super::board::{Board, ST_JOINED, ST_LEFT};
+use super::board::{Board, DEPTH, ST_JOINED, ST_LEFT};
 use super::error::CollectiveError;
 use super::rendezvous::{CResult, Rendezvous, K_FAILED};
-use super::types::{CollKind, OpDesc};
+use super::types::{check_regions, CollKind, OpDesc, Region};
 use crate::memory::DeviceBuffer;
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeSet;
@@ -48,24 +48,6 @@ pub(crate) enum Backing {
     Shm(#[allow(dead_code)] DeviceBuffer),
 }
 
-/// A byte range a collective reads or writes, and what keeps it alive.
-#[derive(Clone)]
-pub struct Region {
-    pub addr: usize,
-    pub len: usize,
-    pub keep: Option<DeviceBuffer>,
-}
-
-impl Region {
-    pub fn of(buf: &DeviceBuffer, offset: usize, len: usize) -> Region {
-        Region {
-            addr: buf.addr() + offset,
-            len,
-            keep: Some(buf.clone()),
-        }
-    }
-}
-
 /// Where a communicator's staging memory lies: the slots (`shm`; 0 for `local`) and the
 /// eager areas.
 pub(crate) struct Areas {
@@ -85,9 +67,9 @@ pub(crate) struct ExecState {
     turn: u64,
     skipped: BTreeSet<u64>,
     pub(crate) phase: u64,
-    /// The phase this rank published when it arrived at its last collective (see
-    /// `Rendezvous::catch_up`).
-    pub(crate) arrived: u64,
+    /// The phases this rank published when it arrived at its last collectives, by seq
+    /// modulo [`DEPTH`] (see `Rendezvous::catch_up`).
+    pub(crate) arrivals: [u64; DEPTH],
     pub(crate) sent: Vec<u64>,
     pub(crate) received: Vec<u64>,
 }
@@ -152,7 +134,7 @@ impl Communicator {
                 turn: 0,
                 skipped: BTreeSet::new(),
                 phase: 0,
-                arrived: 0,
+                arrivals: [0; DEPTH],
                 sent: vec![0; w],
                 received: vec![0; w],
             }),
@@ -254,7 +236,7 @@ impl Communicator {
         let result = {
             let ExecState {
                 phase,
-                arrived,
+                arrivals,
                 sent,
                 received,
                 ..
@@ -265,7 +247,7 @@ impl Communicator {
                 seq,
                 desc,
                 phase,
-                arrived,
+                arrivals,
                 start,
                 deadline,
                 check_pids: self.transport() == Transport::Shm,
@@ -298,12 +280,18 @@ impl Communicator {
     /// while the group is usable): such a call fails at once, as HCCL's and torch's do.
     pub(crate) fn aborted_error(&self, seq: u64, desc: OpDesc) -> Option<CollectiveError> {
         let rec = self.0.board.aborted()?;
-        Some(self.at_once(seq, desc, &mut 0, &mut 0).error_of(&rec))
+        Some(self.at_once(seq, desc, &mut 0, &mut [0; DEPTH]).error_of(&rec))
     }
 
     /// A rendezvous of collective `seq` that waits for nothing (its deadline is now): for
     /// reading or publishing the group's abort record.
-    fn at_once<'a>(&'a self, seq: u64, desc: OpDesc, phase: &'a mut u64, arrived: &'a mut u64) -> Rendezvous<'a> {
+    fn at_once<'a>(
+        &'a self,
+        seq: u64,
+        desc: OpDesc,
+        phase: &'a mut u64,
+        arrivals: &'a mut [u64; DEPTH],
+    ) -> Rendezvous<'a> {
         let now = Instant::now();
         Rendezvous {
             board: &self.0.board,
@@ -311,7 +299,7 @@ impl Communicator {
             seq,
             desc,
             phase,
-            arrived,
+            arrivals,
             start: now,
             deadline: now,
             check_pids: false,
@@ -329,7 +317,7 @@ impl Communicator {
             st.skipped.insert(ticket.turn);
         }
         drop(st);
-        self.at_once(seq, desc, &mut 0, &mut 0).fail(
+        self.at_once(seq, desc, &mut 0, &mut [0; DEPTH]).fail(
             K_FAILED,
             1 << self.rank(),
             0.0,
@@ -352,9 +340,15 @@ impl Communicator {
         (0..self.world())
             .map(|r| {
                 let s = b.rank(r);
-                // The newer of the two rows (the collective it is in or left last).
-                let newer = s.rows[1].seq.load(Relaxed) > s.rows[0].seq.load(Relaxed);
-                let row = &s.rows[newer as usize];
+                // The newest row (the collective it is in or left last; unused rows hold
+                // seq 0, as collective 0's does: ties go to the first).
+                let row = s.rows[1..].iter().fold(&s.rows[0], |best, r| {
+                    if r.seq.load(Relaxed) > best.seq.load(Relaxed) {
+                        r
+                    } else {
+                        best
+                    }
+                });
                 let d = OpDesc::unpack(row.desc.load(Relaxed), row.count.load(Relaxed))
                     .map_or_else(|| "-".into(), |d| d.describe());
                 let (seq, phase) = (row.seq.load(Relaxed), s.phase.load(Acquire));
@@ -376,46 +370,5 @@ impl Drop for CommInner {
     fn drop(&mut self) {
         self.board.rank(self.rank).state.store(ST_LEFT, Release);
         self.board.wake();
-    }
-}
-
-/// Checks the buffers against the descriptor: present where needed and large enough.
-pub(crate) fn check_regions(desc: &OpDesc, world: u32, send: Option<&Region>, recv: Option<&Region>) -> CResult<()> {
-    let (ns, nr) = desc.buffer_bytes(world)?;
-    let name = desc.kind.name();
-    let need = |r: Option<&Region>, n: usize, what: &str| -> CResult<()> {
-        match r {
-            _ if n == 0 => Ok(()),
-            None => Err(CollectiveError::param(name, format!("the {what} buffer is missing"))),
-            Some(r) if r.len < n => Err(CollectiveError::param(
-                name,
-                format!(
-                    "the {what} buffer holds {} bytes, {} needed ({})",
-                    r.len,
-                    n,
-                    desc.describe()
-                ),
-            )),
-            Some(_) => Ok(()),
-        }
-    };
-    match desc.kind {
-        CollKind::Send => need(send, ns, "send"),
-        CollKind::Recv => need(recv, nr, "receive"),
-        _ => {
-            need(send, ns, "send")?;
-            need(recv, nr, "receive")?;
-            if desc.kind == CollKind::AllToAll {
-                if let (Some(s), Some(r)) = (send, recv) {
-                    if s.addr < r.addr + nr && r.addr < s.addr + ns && nr > 0 {
-                        return Err(CollectiveError::param(
-                            name,
-                            "the send and receive buffers overlap (all_to_all cannot run in place)",
-                        ));
-                    }
-                }
-            }
-            Ok(())
-        }
     }
 }

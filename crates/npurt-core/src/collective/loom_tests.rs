@@ -7,12 +7,14 @@
 //! - Barriers: each rank publishes its phase and waits (`Board::wait_until`, sleeping on
 //!   the futex word it read before checking): nobody sleeps through the last arrival (the
 //!   model's sleeps have no timeout, so a lost wake-up is a deadlock), over two phases.
-//! - Eager collectives (`eager.rs`: one barrier, rows and staging halves by the seq's
-//!   parity, no closing barrier): what a rank compares and reads after arriving is never
-//!   rewritten by a later collective before it is done, over three collectives; and with
-//!   broadcasts whose root does not wait for the reader (`catch_up` is the flow control).
+//! - Eager collectives (`eager.rs`: one barrier, rows and staging areas by the seq modulo
+//!   `DEPTH` (3 in the models), no closing barrier): what a rank compares and reads after
+//!   arriving is never rewritten by a later collective before it is done, over `DEPTH + 1`
+//!   collectives; and with broadcasts whose root does not wait for the reader and runs up
+//!   to `DEPTH - 1` ahead (`catch_up`, through `catch_up_target`, is the flow control).
 
-use super::board::{AbortRecord, Board, ModelBlock};
+use super::board::{AbortRecord, Board, ModelBlock, DEPTH};
+use super::rendezvous::catch_up_target;
 use crate::sync::{Arc, AtomicU64};
 use loom::thread;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
@@ -94,43 +96,55 @@ fn loom_barrier_never_sleeps_through_the_last_arrival() {
     });
 }
 
+/// The model's staged bytes: rank `r`'s area `i` is `areas[r * DEPTH + i]` (two ranks).
+type Areas = [AtomicU64; 2 * DEPTH];
+
+fn areas() -> Arc<Areas> {
+    Arc::new(std::array::from_fn(|_| AtomicU64::new(0)))
+}
+
+/// What collective `seq` stages and publishes (0 means "nothing yet").
+fn tag(seq: u64) -> u64 {
+    seq + 1
+}
+
 #[test]
-fn loom_eager_halves_are_never_overwritten_while_read() {
+fn loom_eager_areas_are_never_overwritten_while_read() {
     loom::model(|| {
         let b = board(2);
-        // Three eager collectives (one barrier each, no closing barrier; `eager.rs`): a
-        // rank stages its data in half `seq % 2`, publishes its row `seq % 2`, arrives,
-        // then reads the other rank's row and half of `seq`. Collective 3 reuses the half
-        // and row of collective 1: a reader of 1 must never see 3's data (the atomics stand
-        // in for the staged bytes).
-        let halves: Arc<[AtomicU64; 4]> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
-        let rank = |b: Arc<(Board, ModelBlock)>, h: Arc<[AtomicU64; 4]>, me: u32| {
+        // DEPTH + 1 eager collectives (one barrier each, no closing barrier; `eager.rs`): a
+        // rank stages its data in area `seq % DEPTH`, publishes its row `seq % DEPTH`,
+        // arrives, then reads the other rank's row and area of `seq`. The last collective
+        // reuses the area and row of the first: a reader of the first must never see the
+        // last's data (the atomics stand in for the staged bytes).
+        let rank = |b: Arc<(Board, ModelBlock)>, h: Arc<Areas>, me: u32| {
             move || {
                 let bd = &b.0;
                 let mut seen = Vec::new();
-                for seq in 1..=3u64 {
-                    let p = (seq & 1) as usize;
-                    h[me as usize * 2 + p].store(seq, Relaxed);
-                    bd.row(me, seq).seq.store(seq, Relaxed);
-                    barrier(bd, me, seq);
+                for seq in 0..=DEPTH as u64 {
+                    let i = (seq % DEPTH as u64) as usize;
+                    h[me as usize * DEPTH + i].store(tag(seq), Relaxed);
+                    bd.row(me, seq).seq.store(tag(seq), Relaxed);
+                    barrier(bd, me, seq + 1);
                     let row = bd.row(1 - me, seq).seq.load(Relaxed);
-                    let data = h[(1 - me) as usize * 2 + p].load(Relaxed);
+                    let data = h[(1 - me) as usize * DEPTH + i].load(Relaxed);
                     seen.push((row, data));
                 }
                 seen
             }
         };
-        let t = thread::spawn(rank(b.clone(), halves.clone(), 1));
-        let mine = rank(b.clone(), halves.clone(), 0)();
+        let h = areas();
+        let t = thread::spawn(rank(b.clone(), h.clone(), 1));
+        let mine = rank(b.clone(), h.clone(), 0)();
         let theirs = t.join().unwrap();
-        let want: Vec<(u64, u64)> = (1..=3).map(|s| (s, s)).collect();
-        assert_eq!(mine, want, "rank 0 read a row or half of another collective");
-        assert_eq!(theirs, want, "rank 1 read a row or half of another collective");
+        let want: Vec<(u64, u64)> = (0..=DEPTH as u64).map(|s| (tag(s), tag(s))).collect();
+        assert_eq!(mine, want, "rank 0 read a row or area of another collective");
+        assert_eq!(theirs, want, "rank 1 read a row or area of another collective");
     });
 }
 
 /// One collective of the broadcast model: a full-barrier eager one (every rank stages and
-/// reads the other's half) or a broadcast from rank 0 (`eager.rs`: the root stages and
+/// reads the other's area) or a broadcast from rank 0 (`eager.rs`: the root stages and
 /// arrives without waiting; the reader waits for the root alone, reads, then arrives).
 #[derive(Clone, Copy)]
 enum Step {
@@ -138,9 +152,9 @@ enum Step {
     Bcast,
 }
 
-/// `Rendezvous::catch_up`: every rank's phase reached `arrived`.
-fn catch_up(b: &Board, arrived: u64) {
-    let done = || (0..b.world()).all(|r| b.rank(r).phase.load(Acquire) >= arrived);
+/// `Rendezvous::catch_up`: every rank's phase reached `target`.
+fn catch_up(b: &Board, target: u64) {
+    let done = || (0..b.world()).all(|r| b.rank(r).phase.load(Acquire) >= target);
     b.wait_until(done, |seen| {
         b.sleep(seen, Duration::from_secs(60));
         Ok::<(), ()>(())
@@ -148,36 +162,37 @@ fn catch_up(b: &Board, arrived: u64) {
     .unwrap();
 }
 
-/// Rank `me`'s side of `steps`: what it read (row seq, half contents) per collective.
-fn run_steps(b: &Board, h: &[AtomicU64; 4], me: u32, steps: &[Step]) -> Vec<(u64, u64)> {
-    let (mut phase, mut arrived, mut seen) = (0u64, 0u64, Vec::new());
-    for (i, step) in steps.iter().enumerate() {
-        let seq = i as u64 + 1;
-        let p = (seq & 1) as usize;
+/// Rank `me`'s side of `steps`: what it read (row, area contents) per collective. The
+/// arrival bookkeeping is `Rendezvous`'s: `arrivals[seq % DEPTH]` and `catch_up_target`.
+fn run_steps(b: &Board, h: &Areas, me: u32, steps: &[Step]) -> Vec<(u64, u64)> {
+    let (mut phase, mut arrivals, mut seen) = (0u64, [0u64; DEPTH], Vec::new());
+    for (seq, step) in steps.iter().enumerate() {
+        let seq = seq as u64;
+        let i = (seq % DEPTH as u64) as usize;
         let other = 1 - me;
-        catch_up(b, arrived);
+        catch_up(b, catch_up_target(&arrivals, seq));
         match step {
             Step::Full => {
-                h[me as usize * 2 + p].store(seq, Relaxed);
-                b.row(me, seq).seq.store(seq, Relaxed);
+                h[me as usize * DEPTH + i].store(tag(seq), Relaxed);
+                b.row(me, seq).seq.store(tag(seq), Relaxed);
                 phase += 1;
                 barrier(b, me, phase);
-                arrived = phase;
+                arrivals[i] = phase;
                 seen.push((
                     b.row(other, seq).seq.load(Relaxed),
-                    h[other as usize * 2 + p].load(Relaxed),
+                    h[other as usize * DEPTH + i].load(Relaxed),
                 ));
             }
             Step::Bcast if me == 0 => {
-                h[p].store(seq, Relaxed);
-                b.row(me, seq).seq.store(seq, Relaxed);
+                h[i].store(tag(seq), Relaxed);
+                b.row(me, seq).seq.store(tag(seq), Relaxed);
                 phase += 1;
                 b.publish_phase(me, phase);
-                arrived = phase;
-                seen.push((seq, seq));
+                arrivals[i] = phase;
+                seen.push((tag(seq), tag(seq)));
             }
             Step::Bcast => {
-                b.row(me, seq).seq.store(seq, Relaxed);
+                b.row(me, seq).seq.store(tag(seq), Relaxed);
                 let target = phase + 1;
                 let root = b.rank(0);
                 b.wait_until(
@@ -188,10 +203,10 @@ fn run_steps(b: &Board, h: &[AtomicU64; 4], me: u32, steps: &[Step]) -> Vec<(u64
                     },
                 )
                 .unwrap();
-                seen.push((b.row(0, seq).seq.load(Relaxed), h[p].load(Relaxed)));
+                seen.push((b.row(0, seq).seq.load(Relaxed), h[i].load(Relaxed)));
                 phase += 1;
                 b.publish_phase(me, phase);
-                arrived = phase;
+                arrivals[i] = phase;
             }
         }
     }
@@ -201,25 +216,30 @@ fn run_steps(b: &Board, h: &[AtomicU64; 4], me: u32, steps: &[Step]) -> Vec<(u64
 fn broadcast_model(steps: &'static [Step]) {
     loom::model(move || {
         let b = board(2);
-        let halves: Arc<[AtomicU64; 4]> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
+        let h = areas();
         let t = {
-            let (b, h) = (b.clone(), halves.clone());
+            let (b, h) = (b.clone(), h.clone());
             thread::spawn(move || run_steps(&b.0, &h, 1, steps))
         };
-        let mine = run_steps(&b.0, &halves, 0, steps);
+        let mine = run_steps(&b.0, &h, 0, steps);
         let theirs = t.join().unwrap();
-        let want: Vec<(u64, u64)> = (1..=steps.len() as u64).map(|s| (s, s)).collect();
-        assert_eq!(mine, want, "rank 0 read a row or half of another collective");
-        assert_eq!(theirs, want, "rank 1 read a row or half of another collective");
+        let want: Vec<(u64, u64)> = (0..steps.len() as u64).map(|s| (tag(s), tag(s))).collect();
+        assert_eq!(mine, want, "rank 0 read a row or area of another collective");
+        assert_eq!(theirs, want, "rank 1 read a row or area of another collective");
     });
 }
 
-/// Broadcasts whose root never waits for the reader (`eager.rs`): `catch_up` keeps the
-/// root from restaging a half, or rewriting a row, the reader has not read yet — three
-/// broadcasts in a row, and one between full-barrier collectives (whose halves the root
-/// would otherwise rewrite while the reader still reads them). Without `catch_up` both fail.
+/// Broadcasts whose root never waits for the reader (`eager.rs`): `catch_up` lets the root
+/// run up to `DEPTH - 1` collectives ahead but keeps it from restaging an area, or
+/// rewriting a row, the reader has not read yet — `DEPTH + 1` broadcasts in a row, and
+/// broadcasts before a full-barrier collective that reuses an area the reader may still
+/// be reading. Without `catch_up` both fail; with a target one collective earlier (the
+/// arrival at `seq - DEPTH`: enough while only broadcasts, which read before they arrive,
+/// reuse an area) the second does.
 #[test]
 fn loom_broadcast_root_never_overwrites_what_is_read() {
-    broadcast_model(&[Step::Bcast, Step::Bcast, Step::Bcast]);
-    broadcast_model(&[Step::Full, Step::Bcast, Step::Full]);
+    use Step::*;
+    const _: () = assert!(DEPTH == 3, "the step lists below are written for DEPTH 3");
+    broadcast_model(&[Bcast, Bcast, Bcast, Bcast]);
+    broadcast_model(&[Full, Bcast, Bcast, Full]);
 }

@@ -5,7 +5,7 @@
 //!   order, each with a sequence number and a deadline (the group's, a per-call one, or
 //!   `HCCL_EXEC_TIMEOUT`).
 //! * The board (`board.rs`): a control block of atomics every rank maps — per rank its
-//!   phase, seq and descriptor (two rows, by the seq's parity), state, pid, heartbeat;
+//!   phase, seq and descriptor (`DEPTH` rows, by the seq modulo `DEPTH`), state, pid, heartbeat;
 //!   per pair a send/recv mailbox; the abort
 //!   record; a futex word waiters sleep on. `rendezvous.rs` is one rank's side of one
 //!   collective: arrive (desync check), barriers, waits that end in
@@ -13,7 +13,7 @@
 //! * Algorithms (`algo.rs`): `direct` (`local`: peers' buffers read directly;
 //!   reduce-scatter then all-gather), `staged` (`shm`: through per-rank slots of a shared
 //!   segment), `p2p` (send/recv); `eager.rs` small collectives on either transport in one
-//!   barrier (send data staged in per-rank halves used by the seq's parity, no closing
+//!   barrier (send data staged in per-rank areas used by the seq modulo `DEPTH`, no closing
 //!   barrier); `reduce.rs` the kernels, always in rank order (bitwise identical results on
 //!   every rank and run, whichever path ran).
 //! * Bootstrap: [`local`] (threads of one process; `HcclCommInitAll`), [`shm`] (a
@@ -39,19 +39,20 @@ mod rendezvous;
 pub mod shm;
 mod types;
 
-pub use board::MAX_RANKS;
-pub use comm::{default_timeout, Communicator, Region, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
+pub use board::{DEPTH as EAGER_DEPTH, MAX_RANKS};
+pub use comm::{default_timeout, Communicator, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
 pub use eager::{EAGER_BYTES, EAGER_ENV};
 pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
 pub use rendezvous::{pid_dead, with_interrupt};
-pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp};
+pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp, Region};
 
 use crate::error::{Error, TaskError};
 use crate::profiler::TaskKind;
 use crate::stream::task::{Engine, EngineDesc};
 use crate::stream::{Pending, Stream};
-use comm::{check_regions, Ticket};
+use comm::Ticket;
 use std::time::Duration;
+use types::check_regions;
 
 struct Job {
     comm: Communicator,

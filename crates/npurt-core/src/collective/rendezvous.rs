@@ -5,7 +5,7 @@
 //! waits for died or left ([`CollectiveError::RankFailed`]) or when another rank
 //! published a failure (the same error, read back from the board).
 
-use super::board::{now_ms, AbortRecord, Board, ST_LEFT};
+use super::board::{now_ms, AbortRecord, Board, DEPTH, ST_LEFT};
 use super::error::{AbortCause, CollectiveError, Ranks};
 use super::types::OpDesc;
 use std::sync::atomic::Ordering::*;
@@ -52,8 +52,9 @@ pub(crate) struct Rendezvous<'a> {
     pub(crate) desc: OpDesc,
     /// This rank's barrier phase (monotonic over the communicator's life).
     pub(crate) phase: &'a mut u64,
-    /// The phase this rank published when it arrived at its previous collective.
-    pub(crate) arrived: &'a mut u64,
+    /// The phases this rank published when it arrived at its last [`DEPTH`] collectives
+    /// (collective `s`'s at `s % DEPTH`; see [`catch_up`](Self::catch_up)).
+    pub(crate) arrivals: &'a mut [u64; DEPTH],
     pub(crate) start: Instant,
     pub(crate) deadline: Instant,
     /// Whether peers are other processes (their pids are watched).
@@ -70,22 +71,29 @@ impl Rendezvous<'_> {
         slot.recv_ptr.store(recv, Relaxed);
         self.publish_row();
         self.barrier()?;
-        *self.arrived = *self.phase;
+        self.arrived();
         self.check_desync()
     }
 
-    /// Waits until every rank arrived at this rank's previous collective: before it writes
-    /// its row or eager half of parity `seq % 2` again, whoever read those of `seq - 2` is
-    /// done (a rank reads them before it arrives at the next collective). After a
-    /// collective that began with a full barrier this holds already (one look at the
-    /// phases); after one that did not wait for everyone (a broadcast's root, see
-    /// [`announce`](Self::announce)) it is the flow control: that rank is at most one
-    /// collective ahead. Fails at once on an aborted group.
+    /// Records this rank's arrival at this collective (its current phase).
+    fn arrived(&mut self) {
+        self.arrivals[(self.seq % DEPTH as u64) as usize] = *self.phase;
+    }
+
+    /// Waits until every rank arrived at collective `seq - DEPTH + 1`: before this rank
+    /// writes its row or eager area of number `seq % DEPTH` again, whoever read those of
+    /// `seq - DEPTH` is done (a rank reads them before it arrives at the next collective).
+    /// After a collective that began with a full barrier this holds already (one look at
+    /// the phases); after ones that did not wait for everyone (a broadcast's root, see
+    /// [`announce`](Self::announce)) it is the flow control: that rank is at most
+    /// `DEPTH - 1` collectives ahead. Phases count the same on every rank, so this rank's
+    /// own arrival phase at `seq - DEPTH + 1` is the one to wait for. Fails at once on an
+    /// aborted group.
     pub(crate) fn catch_up(&self) -> CResult<()> {
         if let Some(rec) = self.board.aborted() {
             return Err(self.error_of(&rec));
         }
-        let (world, target) = (self.board.world(), *self.arrived);
+        let (world, target) = (self.board.world(), catch_up_target(self.arrivals, self.seq));
         let done = || (0..world).all(|r| self.board.rank(r).phase.load(Acquire) >= target);
         if done() {
             return Ok(());
@@ -115,7 +123,7 @@ impl Rendezvous<'_> {
         self.publish_row();
         *self.phase += 1;
         self.board.publish_phase(self.me, *self.phase);
-        *self.arrived = *self.phase;
+        self.arrived();
     }
 
     /// A reader of an [`announce`](Self::announce)d collective: publishes its descriptor,
@@ -135,7 +143,7 @@ impl Rendezvous<'_> {
             return Ok(());
         }
         self.barrier()?;
-        *self.arrived = *self.phase;
+        self.arrived();
         self.check_desync()?;
         Err(CollectiveError::internal(
             self.desc.describe(),
@@ -147,7 +155,7 @@ impl Rendezvous<'_> {
     pub(crate) fn leave(&mut self) {
         *self.phase += 1;
         self.board.publish_phase(self.me, *self.phase);
-        *self.arrived = *self.phase;
+        self.arrived();
     }
 
     /// Advances this rank's phase and waits until every rank reached it.
@@ -168,8 +176,9 @@ impl Rendezvous<'_> {
     /// Waits until `done()`; `behind()` names the ranks still awaited.
     pub(crate) fn wait_for(&self, done: &dyn Fn() -> bool, behind: &dyn Fn() -> Vec<u32>) -> CResult<()> {
         let mut spins = 0u32;
-        let waiting = Instant::now();
-        let mut last_check = waiting;
+        // When the wait began and the liveness check was last made (read from the clock
+        // only once the wait did not end at once: most end at the first look).
+        let mut since: Option<(Instant, Instant)> = None;
         self.board.wait_until(done, |seen| {
             if let Some(rec) = self.board.aborted() {
                 return Err(self.error_of(&rec));
@@ -180,15 +189,16 @@ impl Rendezvous<'_> {
                 return Ok(());
             }
             let now = Instant::now();
-            if now.duration_since(waiting) < YIELD_FOR {
+            let (waiting, last_check) = since.get_or_insert((now, now));
+            if now.duration_since(*waiting) < YIELD_FOR {
                 std::thread::yield_now();
                 return Ok(());
             }
             if now >= self.deadline {
                 return Err(self.fail_timeout(&behind()));
             }
-            if now.duration_since(last_check) >= LIVENESS_EVERY {
-                last_check = now;
+            if now.duration_since(*last_check) >= LIVENESS_EVERY {
+                *last_check = now;
                 self.board.rank(self.me).heartbeat_ms.store(now_ms(), Relaxed);
                 self.check_alive(done, behind)?;
                 if INTERRUPT.with(|i| i.get()).is_some_and(|interrupted| interrupted()) {
@@ -229,22 +239,22 @@ impl Rendezvous<'_> {
 
     fn check_desync(&self) -> CResult<()> {
         let world = self.board.world();
-        let rows: Vec<(u64, Option<OpDesc>)> = (0..world)
-            .map(|r| {
-                let s = self.board.row(r, self.seq);
-                (
-                    s.seq.load(Relaxed),
-                    OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed)),
-                )
-            })
-            .collect();
-        let first = rows[0];
+        let row = |r: u32| {
+            let s = self.board.row(r, self.seq);
+            (
+                s.seq.load(Relaxed),
+                OpDesc::unpack(s.desc.load(Relaxed), s.count.load(Relaxed)),
+            )
+        };
+        let first = row(0);
         let same = |row: &(u64, Option<OpDesc>)| {
             row.0 == first.0 && matches!((&row.1, &first.1), (Some(a), Some(b)) if a.matches(b))
         };
-        if rows.iter().all(same) {
+        // Every call checks; only a mismatch collects the rows (no allocation otherwise).
+        if (1..world).all(|r| same(&row(r))) {
             return Ok(());
         }
+        let rows: Vec<(u64, Option<OpDesc>)> = (0..world).map(row).collect();
         // Group the ranks by what they called (the same text on every rank).
         let mut groups: Vec<(String, Vec<u32>)> = Vec::new();
         for (r, (seq, d)) in rows.iter().enumerate() {
@@ -345,6 +355,14 @@ impl Rendezvous<'_> {
             }
         }
     }
+}
+
+/// The phase every rank must have reached before this rank starts collective `seq`
+/// ([`Rendezvous::catch_up`]): its own arrival phase at `seq - DEPTH + 1` (0 before that),
+/// which `arrivals` (arrival phases by seq modulo [`DEPTH`]) holds at `(seq + 1) % DEPTH`
+/// until collective `seq` overwrites its own entry.
+pub(crate) fn catch_up_target(arrivals: &[u64; DEPTH], seq: u64) -> u64 {
+    arrivals[((seq + 1) % DEPTH as u64) as usize]
 }
 
 /// Whether process `pid` is gone (no such process, or a zombie waiting to be reaped).

@@ -1,8 +1,11 @@
 //! What a collective is: its kind ([`CollKind`]), element type ([`HcclDataType`], HCCL's
 //! values), reduction ([`ReduceOp`], HCCL's values plus AVG) and the descriptor every rank
-//! publishes at the rendezvous ([`OpDesc`]), which desync detection compares.
+//! publishes at the rendezvous ([`OpDesc`]), which desync detection compares; the byte
+//! ranges it reads and writes ([`Region`]) and their check against the descriptor.
 
 use super::error::CollectiveError;
+use super::rendezvous::CResult;
+use crate::memory::DeviceBuffer;
 
 /// HCCL's `HcclDataType` values (INT128 and the FP8 kinds are not supported).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -266,6 +269,65 @@ impl OpDesc {
             && (self.kind == CollKind::Barrier || self.dtype == other.dtype)
             && (!self.kind.reduces() || self.op == other.op)
             && (!matches!(self.kind, CollKind::Broadcast | CollKind::Reduce) || self.root == other.root)
+    }
+}
+
+/// A byte range a collective reads or writes, and what keeps it alive.
+#[derive(Clone)]
+pub struct Region {
+    pub addr: usize,
+    pub len: usize,
+    pub keep: Option<DeviceBuffer>,
+}
+
+impl Region {
+    pub fn of(buf: &DeviceBuffer, offset: usize, len: usize) -> Region {
+        Region {
+            addr: buf.addr() + offset,
+            len,
+            keep: Some(buf.clone()),
+        }
+    }
+}
+
+/// Checks the buffers against the descriptor: present where needed and large enough.
+pub(crate) fn check_regions(desc: &OpDesc, world: u32, send: Option<&Region>, recv: Option<&Region>) -> CResult<()> {
+    let (ns, nr) = desc.buffer_bytes(world)?;
+    let name = desc.kind.name();
+    let need = |r: Option<&Region>, n: usize, what: &str| -> CResult<()> {
+        match r {
+            _ if n == 0 => Ok(()),
+            None => Err(CollectiveError::param(name, format!("the {what} buffer is missing"))),
+            Some(r) if r.len < n => Err(CollectiveError::param(
+                name,
+                format!(
+                    "the {what} buffer holds {} bytes, {} needed ({})",
+                    r.len,
+                    n,
+                    desc.describe()
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    };
+    match desc.kind {
+        CollKind::Send => need(send, ns, "send"),
+        CollKind::Recv => need(recv, nr, "receive"),
+        _ => {
+            need(send, ns, "send")?;
+            need(recv, nr, "receive")?;
+            if desc.kind == CollKind::AllToAll {
+                if let (Some(s), Some(r)) = (send, recv) {
+                    if s.addr < r.addr + nr && r.addr < s.addr + ns && nr > 0 {
+                        return Err(CollectiveError::param(
+                            name,
+                            "the send and receive buffers overlap (all_to_all cannot run in place)",
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
     }
 }
 

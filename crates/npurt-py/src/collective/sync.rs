@@ -1,0 +1,116 @@
+//! `_Comm.run_sync`: `npurt.distributed`'s blocking in-place collective in one native call.
+//!
+//! `dist.all_reduce(t)` (also `broadcast`, `reduce`) with `async_op=False` and no per-call
+//! timeout does what `ProcessGroup.run` does for it, without the Python in between: the
+//! array's checks, HCCL's count and dtype, the current stream, ordering the group's
+//! communication stream after it, the collective (on this thread when that stream is idle:
+//! `enqueue_or_run`), and ordering the current stream after it. Every rule is the general
+//! path's; whenever the general path would do something else (no communication stream for
+//! the array's device yet, a stream with an error, the array on another device than the
+//! current context, a non-contiguous array or a dtype collectives do not take) this
+//! returns False before doing anything, and `ProcessGroup.run` handles the call.
+
+use super::PyComm;
+use crate::array::PyArray;
+use crate::errors::IntoPy;
+use crate::stream::PyStream;
+use npurt_core::collective::{CollKind, HcclDataType, OpDesc, ReduceOp, Region};
+use npurt_core::current;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::sync::Mutex;
+
+/// `(communication stream id, current stream id, the current stream's submitted count)`
+/// when a `run_sync` last left them: the communication stream is then ordered after every
+/// task of the current stream up to that count (except the current stream's waits for it),
+/// so if nothing was submitted since, it need not wait again (`ProcessGroup._marks`' rule:
+/// back-to-back collectives would otherwise hop through the current stream each time).
+#[derive(Default)]
+pub(super) struct Marks(Mutex<Vec<(u64, u64, u64)>>);
+
+impl Marks {
+    fn get(&self, cs: u64) -> Option<(u64, u64)> {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.iter().find(|m| m.0 == cs).map(|m| (m.1, m.2))
+    }
+
+    fn set(&self, cs: u64, cur: u64, submitted: u64) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match m.iter_mut().find(|m| m.0 == cs) {
+            Some(e) => *e = (cs, cur, submitted),
+            None => m.push((cs, cur, submitted)),
+        }
+    }
+}
+
+/// [`PyComm::run_sync`]: `array` is the native array (`t._a`), `op` a `ReduceOp` value,
+/// `root` the group rank of the root, `streams` the group's
+/// communication streams by device (`ProcessGroup._streams`), `run_here` the backend's
+/// host-synchronous switch. True when the collective ran (or was queued) and the current
+/// stream is ordered after it; False (nothing done) when the general path must take it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run(
+    comm: &PyComm,
+    py: Python<'_>,
+    kind: &str,
+    array: &Bound<'_, PyAny>,
+    op: &Bound<'_, PyAny>,
+    root: u32,
+    streams: &Bound<'_, PyDict>,
+    run_here: bool,
+) -> PyResult<bool> {
+    let kind = match CollKind::from_name(kind) {
+        Some(k @ (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce)) => k,
+        _ => return Ok(false),
+    };
+    let Ok(arr) = array.cast::<PyArray>() else {
+        return Ok(false);
+    };
+    let a = &arr.get().a;
+    let t = a.tensor();
+    let op = op.extract::<u32>().ok().and_then(ReduceOp::from_u32);
+    let (Some(dtype), Some(op)) = (HcclDataType::from_name(t.dtype().name()), op) else {
+        return Ok(false);
+    };
+    if !t.is_contiguous() {
+        return Ok(false);
+    }
+    let dev = a.buffer().device();
+    let Some(cs) = streams.get_item(dev)? else {
+        return Ok(false);
+    };
+    let Ok(cs) = cs.cast::<PyStream>() else {
+        return Ok(false);
+    };
+    let cs = &cs.get().s;
+    let cur = current::current_stream().py_err()?;
+    // (The communication stream made current: the general path gives the group a fresh one.)
+    if cur.device() != dev || !cs.is_usable() || !cur.is_usable() || cur == *cs {
+        return Ok(false);
+    }
+    if comm.marks.get(cs.id()) != Some((cur.id(), cur.submitted_count())) {
+        cs.wait_stream(&cur).py_err()?;
+    }
+    let desc = OpDesc {
+        kind,
+        dtype,
+        op,
+        count: t.numel() as u64,
+        root,
+    };
+    let send = Region::of(a.buffer(), a.offset(), t.nbytes());
+    // In place: the send side's handle keeps the buffer alive for both.
+    let recv = Region { keep: None, ..send };
+    a.prepare_on(cs).py_err()?;
+    comm.launch(py, cs, desc, Some(send), Some(recv), None, run_here)?;
+    a.mark_written(cs);
+    // As `ProcessGroup.run`: a failed collective left its error on `cs` (raised where the
+    // result is read: `cs` is the array's last writer), not here.
+    if let Err(e) = cur.wait_stream(cs) {
+        if cs.is_usable() || !cur.is_usable() {
+            return Err(e).py_err();
+        }
+    }
+    comm.marks.set(cs.id(), cur.id(), cur.submitted_count());
+    Ok(true)
+}
