@@ -109,8 +109,19 @@ fn layer_norm_row(x: Option<&[f32]>, y: &mut [f32], w: Option<&[f32]>, b: Option
     let mean = fold8(src, 0.0, sum, sum) / n;
     let var = fold8(src, 0.0, |a, v| a + (v - mean) * (v - mean), sum) / n;
     let rstd = 1.0 / (var + eps).sqrt();
-    map_row(x, y, |v| (v - mean) * rstd);
-    scale_shift(y, w, b);
+    match (x, w, b) {
+        // The usual case in one pass: the same operations in the same order as the three
+        // passes below (normalise, scale, shift), so the same bits.
+        (Some(x), Some(w), Some(b)) => {
+            for (((o, &v), &w), &b) in y.iter_mut().zip(x).zip(w).zip(b) {
+                *o = (v - mean) * rstd * w + b;
+            }
+        }
+        _ => {
+            map_row(x, y, |v| (v - mean) * rstd);
+            scale_shift(y, w, b);
+        }
+    }
 }
 
 #[inline(always)]
