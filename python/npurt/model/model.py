@@ -107,11 +107,17 @@ class Model:
         if fast is not None and outputs is None and type(inputs) in (list, tuple):
             # The serving loop's case: device arrays of the signature of the last such run
             # (so already checked and planned), no shape parameters: straight to the plan.
+            # (A plain loop: a generator in all() cost as much as the checks.)
             sig, plan = fast
-            if len(inputs) == len(sig) and all(
-                type(x) is DeviceArray and (x._a.shape, x._a.dtype, x._a.device, x._a.is_contiguous) == k for x, k in zip(inputs, sig, strict=True)
-            ):
-                return plan.run(inputs, None, s, self.device)
+            if len(inputs) == len(sig):
+                for x, k in zip(inputs, sig, strict=True):
+                    if type(x) is not DeviceArray:
+                        break
+                    a = x._a
+                    if (a.shape, a.dtype, a.device, a.is_contiguous) != k:
+                        break
+                else:
+                    return plan.run(inputs, None, s, self.device)
         feeds = self._feeds(inputs)
         arrays = [as_input(info, x, self.device, s, "input") for info, x in zip(self.inputs, feeds, strict=False)]
         self._check_shapes(arrays)
