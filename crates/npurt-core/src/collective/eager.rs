@@ -118,16 +118,8 @@ pub(crate) fn run(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usi
     // other rank touches it; reads stay inside the areas (`fits`) and the offsets follow
     // the descriptor every rank matched at arrival.
     match d.kind {
-        CollKind::AllReduce => unsafe {
-            reduce(
-                recv as *mut u8,
-                peers(&mut small, &mut big, n, area),
-                count,
-                d.dtype,
-                d.op,
-            )
-        },
-        CollKind::Reduce if me == d.root => unsafe {
+        // Every rank's result for an all_reduce, the root's alone for a reduce.
+        CollKind::AllReduce | CollKind::Reduce if d.kind == CollKind::AllReduce || me == d.root => unsafe {
             reduce(
                 recv as *mut u8,
                 peers(&mut small, &mut big, n, area),
