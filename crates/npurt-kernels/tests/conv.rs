@@ -28,6 +28,11 @@ const DIRECT: &[Case] = &[
     ([1, 32, 16, 16], [32, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 32),
     ([2, 6, 23, 21], [6, 1, 3, 3], [2, 2], [1, 0, 1, 2], [1, 2], 6),
     ([1, 3, 40, 9], [3, 1, 7, 7], [1, 1], [3, 3, 3, 3], [1, 1], 3),
+    // Depthwise 3x3 / 5x5 at unit strides (input rows loaded once per tile of output
+    // rows): column dilation, a row count no multiple of the tile, a partial last chunk,
+    // several bands (1000 columns).
+    ([1, 4, 23, 37], [4, 1, 5, 5], [1, 1], [2, 1, 2, 3], [1, 2], 4),
+    ([1, 2, 30, 1000], [2, 1, 3, 3], [1, 1], [1, 0, 1, 2], [1, 1], 2),
     // Depthwise with output rows not a multiple of the 4-row register tile; and several
     // bands per plane (the last one short) sharing one block's zeroed scratch.
     ([1, 5, 11, 13], [5, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 5),

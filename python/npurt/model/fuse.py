@@ -14,6 +14,14 @@
   omits are left to the kernel's own defaults (ONNX's). Fused Convs are never evaluated on
   the host (``is_fused``).
 
+* **Scale and adds into MatMul.** A MatMul's output read only by a ``Mul`` with a scalar
+  float32 constant, and then (or directly) by up to two ``Add`` nodes (each sum read only by
+  the next), becomes one MatMul node carrying them (``EPILOGUE`` in its attributes; its
+  inputs are then ``A, B, scale, add1, add2``, ``""`` for an absent one), placed where the
+  last of them was. When a plan is built (``ops/linalg.py``) it is one ``npurt.gemm``:
+  ``alpha`` = the scale, an add that is a length-N vector becomes the bias, one of the
+  output's own shape becomes C (``beta`` = 1); any other case runs the nodes one by one.
+  Same terms; the sums are taken in another order (float rounding).
 * **Transpose into MatMul** (done when a plan is built, ``ops/linalg.py``): a batched
   MatMul operand made by a Transpose is read through a strided view of the Transpose's
   input when its batch dims merge without a copy (an attention's head split and K
@@ -35,6 +43,8 @@ Node = Tuple[int, Any, Dict[str, Any]]
 
 # The attribute key of a Conv's fused activation: (name, [parameters]).
 ACTIVATION = "npurt.activation"
+# The attribute key of a MatMul carrying a scale and adds (``fuse_matmul_epilogues``).
+EPILOGUE = "npurt.epilogue"
 
 
 def enabled() -> bool:
@@ -44,7 +54,7 @@ def enabled() -> bool:
 
 def is_fused(attrs: Dict[str, Any]) -> bool:
     """True for a node this module rewrote into something its ONNX op type does not say."""
-    return ACTIVATION in attrs
+    return ACTIVATION in attrs or EPILOGUE in attrs
 
 
 def _uses(nodes: List[Node], outputs: Set[str]) -> Dict[str, int]:
@@ -167,3 +177,44 @@ def fuse_activations(nodes: List[Node], consts: Dict[str, np.ndarray], outputs: 
         return None
 
     return _merge_into_producer(nodes, outputs, fuse)
+
+
+def _plain(n: Any, op_type: str, n_in: int) -> bool:
+    return n.op_type == op_type and n.domain in ("", "ai.onnx") and len(n.input) == n_in and len(n.output) == 1 and bool(n.output[0])
+
+
+def _epilogue_place(op_type: str, extra: List[str], other: Optional[np.ndarray]) -> Optional[int]:
+    """Where a Mul or Add's other operand goes in a fused MatMul's ``[scale, add1, add2]``
+    (None: it cannot join: a Mul only first and by a scalar float32 constant)."""
+    if op_type == "Mul":
+        scalar = other is not None and other.size == 1 and other.dtype == np.float32
+        return 0 if scalar and not any(extra) else None
+    return 1 if not extra[1] else 2 if not extra[2] else None
+
+
+def fuse_matmul_epilogues(nodes: List[Node], consts: Dict[str, np.ndarray], outputs: Set[str]) -> Tuple[List[Node], int]:
+    """``nodes`` with each MatMul's following scalar Mul and Adds merged into it (see the
+    module docstring); and how many nodes were merged."""
+    uses = _uses(nodes, outputs)
+    out: List[Optional[Node]] = []
+    chain: Dict[str, Tuple[int, List[str]]] = {}  # a MatMul chain's last value -> (index in out, [scale, add1, add2])
+    merged = 0
+    for k, n, a in nodes:
+        if _plain(n, "MatMul", 2) and not all(i in consts for i in n.input):
+            chain[n.output[0]] = (len(out), ["", "", ""])
+        elif (_plain(n, "Mul", 2) or _plain(n, "Add", 2)) and n.input[0] != n.input[1]:
+            hit = [i for i in n.input if i in chain and uses.get(i, 0) == 1 and i not in outputs]
+            if hit:
+                src, extra = chain.pop(hit[0])
+                other = n.input[1] if n.input[0] == hit[0] else n.input[0]
+                at = _epilogue_place(n.op_type, extra, consts.get(other))
+                if at is not None:
+                    extra = extra[:at] + [other] + extra[at + 1 :]
+                    mk, mm, ma = out[src]  # type: ignore[misc]
+                    out[src] = None
+                    chain[n.output[0]] = (len(out), extra)
+                    out.append((mk, _renamed(mm, n.output, list(mm.input[:2]) + extra), {**ma, EPILOGUE: True}))
+                    merged += 1
+                    continue
+        out.append((k, n, a))
+    return [x for x in out if x is not None], merged

@@ -82,8 +82,9 @@ class Graph:
     """``inputs`` / ``outputs`` (TensorInfo), ``consts`` (name -> host array: initializers
     and folded values), ``nodes`` (``(NodeProto, attrs)`` in topological order), ``opset``
     and ``opsets`` (the model's imports), ``folded`` (how many nodes were folded at load),
-    ``fused`` (how many Conv + BatchNormalization pairs became one Conv) and
-    ``fused_activations`` (how many activations became a Conv's epilogue; ``fuse.py``)."""
+    ``fused`` (how many Conv + BatchNormalization pairs became one Conv),
+    ``fused_activations`` (how many activations became a Conv's epilogue) and
+    ``fused_epilogues`` (how many Mul / Add nodes joined a MatMul; ``fuse.py``)."""
 
     def __init__(self, proto: Any) -> None:
         self.opsets = list(proto.opset_import)
@@ -109,12 +110,13 @@ class Graph:
             else:
                 nodes.append((k, n, onnx_io.attributes(n)))
         outs = {o.name for o in self.outputs}
-        self.fused = self.fused_activations = 0
+        self.fused = self.fused_activations = self.fused_epilogues = 0
         # Whether load-time rewrites run; plans built later follow the same choice.
         self.fuse = fuse.enabled()
         if self.fuse:
             nodes, self.fused = fuse.fold_batch_norms(nodes, self.consts, outs)
             nodes, self.fused_activations = fuse.fuse_activations(nodes, self.consts, outs, self.opset)
+            nodes, self.fused_epilogues = fuse.fuse_matmul_epilogues(nodes, self.consts, outs)
         self.nodes = nodes
 
     @staticmethod

@@ -47,6 +47,9 @@ pub(super) struct Direct {
     input: [usize; 2],
     strides: [usize; 2],
     pads: [usize; 2],
+    /// One channel per group, unit strides and row dilation: the kernel's (rows, columns),
+    /// whose input rows are loaded once for every output row they feed (`direct_dw.rs`).
+    reuse: Option<(usize, usize)>,
 }
 
 /// True when a 2-D convolution with `taps` taps per output goes direct: few taps, or one
@@ -94,6 +97,7 @@ impl Direct {
             input,
             strides: [sh, sw],
             pads: [win.pads[0], win.pads[1]],
+            reuse: (cg == 1 && mb == 1 && sh == 1 && sw == 1 && dh == 1).then_some((kh, kw)),
         }
     }
 
@@ -207,6 +211,7 @@ impl Direct {
             bias,
             epi,
             out: (out, os),
+            reuse: self.reuse,
         };
         simd::run(isa::path(Family::Gemm), job);
     }

@@ -12,11 +12,12 @@
 //! Every output sums its taps in the packed order from zero either way.
 
 use super::direct::MB;
+use super::direct_dw as dw;
 use super::epilogue::{Epilogue, Visit};
 use crate::isa::Isa;
 
 /// Output rows per register tile of a one-channel-per-group convolution.
-const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
 
 /// One band's output rows `rows` of every channel block, from the padded scratch `pad`.
 pub(super) struct Rows<'a> {
@@ -38,6 +39,9 @@ pub(super) struct Rows<'a> {
     pub epi: Epilogue,
     /// Channel `m` at `out + m·os[0]`, rows `os[1]` apart, contiguous columns.
     pub out: (*mut f32, [isize; 2]),
+    /// The kernel's (rows, columns) when input rows may feed several output rows from one
+    /// load (`direct_dw.rs`: one channel, unit strides and row dilation).
+    pub reuse: Option<(usize, usize)>,
 }
 
 /// Runs `job` compiled for `level` (the CPU's best at most).
@@ -60,7 +64,7 @@ pub(super) fn run(level: Isa, job: Rows<'_>) {
 }
 
 /// A vector of `L` f32 lanes on one ISA level.
-trait Lanes: Copy {
+pub(super) trait Lanes: Copy {
     type V: Copy;
     const L: usize;
     fn zero(self) -> Self::V;
@@ -205,6 +209,8 @@ impl<S: Lanes> Visit for Job<'_, S> {
     fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) {
         let Job { s, job } = self;
         match (job.mb == 1, job.sw == 1) {
+            (true, true) if job.reuse == Some((3, 3)) => dw::rows::<S, F, 3, 3>(s, &job, f),
+            (true, true) if job.reuse == Some((5, 5)) => dw::rows::<S, F, 5, 5>(s, &job, f),
             (true, true) => one_channel_rows::<S, F, true>(s, &job, f),
             (true, false) => one_channel_rows::<S, F, false>(s, &job, f),
             (false, true) => channel_blocks::<S, F, true>(s, &job, f),
@@ -229,7 +235,7 @@ fn one_channel_rows<S: Lanes, F: Fn(f32) -> f32 + Copy, const SW1: bool>(s: S, j
 /// The largest scratch offset a chunk of `chunks` column vectors at `base` reads (every
 /// tap's last column), checked against the scratch once per chunk instead of per load.
 #[inline(always)]
-fn check_reads<S: Lanes>(job: &Rows<'_>, base: usize, chunks: usize) {
+pub(super) fn check_reads<S: Lanes>(job: &Rows<'_>, base: usize, chunks: usize) {
     let last = base + job.taps.last().copied().unwrap_or(0) + (chunks * S::L - 1) * job.sw;
     assert!(last < job.pad.len(), "the padded band covers every read");
 }
@@ -333,7 +339,7 @@ fn chunk<S: Lanes, F: Fn(f32) -> f32 + Copy, const C: usize, const SW1: bool>(
 impl Rows<'_> {
     /// Channel `ch`'s bias (None: no bias input).
     #[inline(always)]
-    fn bias(&self, ch: usize) -> Option<f32> {
+    pub(super) fn bias(&self, ch: usize) -> Option<f32> {
         // SAFETY: channel ch < mg of the group's bias (the band's contract).
         self.bias
             .map(|(p, st)| unsafe { p.wrapping_offset(ch as isize * st).read() })
@@ -344,7 +350,7 @@ impl Rows<'_> {
 /// `f(acc + b)` (`f(acc)` without a bias: adding 0 would turn -0 into +0). A whole
 /// vector (`n` = `S::L`) is a loop of constant length, compiled as vector operations.
 #[inline(always)]
-fn put<S: Lanes, F: Fn(f32) -> f32 + Copy>(
+pub(super) fn put<S: Lanes, F: Fn(f32) -> f32 + Copy>(
     job: &Rows<'_>,
     acc: &[f32; 16],
     b: Option<f32>,

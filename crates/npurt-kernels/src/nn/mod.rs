@@ -10,6 +10,7 @@ mod chan;
 mod conv;
 mod conv_transpose;
 mod direct;
+mod direct_dw;
 mod direct_simd;
 mod epilogue;
 mod im2col;

@@ -14,6 +14,7 @@ import numpy as np
 import npurt
 
 from ...exceptions import InvalidValueError
+from .. import fuse
 from ..ir import Ctx, Unsupported, Val
 from . import FLOATS, bshape, copy_into, kernel, need_dtype, op
 
@@ -47,6 +48,8 @@ def _untransposed(ctx: Ctx, v: Val, shape: List[int]) -> Optional[Tuple[Val, Vie
 
 @op("MatMul")
 def _matmul(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type: str = "") -> List[Val]:
+    if fuse.EPILOGUE in attrs:
+        return _fused(ctx, ins)
     a, b = ins
     need_dtype(ctx, a, FLOATS | {"int32", "int64"})
     if a.dtype != b.dtype:
@@ -68,28 +71,88 @@ def _matmul(ctx: Ctx, attrs: dict, ins: List[Optional[Val]], n_out: int, op_type
     if k == 0:
         ctx.emit(lambda i, o, s: o[0].fill(0, stream=s), [], [out], "MatMul")
         return [out]
+    (lhs, fa), (rhs, fb), shape = _operands(ctx, a2, b2, batch)
+    dst = ctx.view(out, shape)
+    ctx.emit(lambda i, o, s: npurt.matmul(fa(i[0]), fb(i[1]), out=o[0], stream=s), [lhs, rhs], [dst], "MatMul")
+    return [out]
+
+
+def _operands(ctx: Ctx, a2: Val, b2: Val, batch: List[int]) -> Tuple[Tuple[Val, View], Tuple[Val, View], List[int]]:
+    """The GEMM's operands of ``a2 @ b2`` (each at least 2-D) with the views reading them,
+    and the shape the output is written as: one right operand folds the batch into the
+    rows, ``(B*M, K) @ (K, N)`` (no copy of the right operand when it has fewer dims);
+    otherwise a ``(B, M, K) @ (B, K, N)`` batch, a Transpose's output read through a view
+    of its input where that needs no copy."""
+    (m, k), n = a2.shape[-2:], b2.shape[-1]
     nb = math.prod(batch)
     if math.prod(b2.shape[:-2]) == 1:
-        # One right operand: the batch folds into the rows, (B*M, K) @ (K, N) (no copy of
-        # the right operand when it has fewer dims than the left one).
         lhs = _batched(ctx, a2, batch, m, k)
-        lhs = ctx.view(lhs, [nb * m, k])
-        rhs = ctx.view(b2, [k, n])
-        dst = ctx.view(out, [nb * m, n])
-    else:
-        va = _untransposed(ctx, a2, [nb, m, k]) if math.prod(a2.shape[:-2]) == nb else None
-        vb = _untransposed(ctx, b2, [nb, k, n]) if math.prod(b2.shape[:-2]) == nb else None
-        if va or vb:
-            lhs, fa = va or (_batched(ctx, a2, batch, m, k), _same)
-            rhs, fb = vb or (_batched(ctx, b2, batch, k, n), _same)
-            dst = ctx.view(out, [nb, m, n])
-            ctx.emit(lambda i, o, s: npurt.matmul(fa(i[0]), fb(i[1]), out=o[0], stream=s), [lhs, rhs], [dst], "MatMul")
-            return [out]
-        lhs = _batched(ctx, a2, batch, m, k)
-        rhs = _batched(ctx, b2, batch, k, n)
-        dst = ctx.view(out, [nb, m, n])
-    ctx.emit(lambda i, o, s: npurt.matmul(i[0], i[1], out=o[0], stream=s), [lhs, rhs], [dst], "MatMul")
-    return [out]
+        return (ctx.view(lhs, [nb * m, k]), _same), (ctx.view(b2, [k, n]), _same), [nb * m, n]
+    va = _untransposed(ctx, a2, [nb, m, k]) if math.prod(a2.shape[:-2]) == nb else None
+    vb = _untransposed(ctx, b2, [nb, k, n]) if math.prod(b2.shape[:-2]) == nb else None
+    return va or (_batched(ctx, a2, batch, m, k), _same), vb or (_batched(ctx, b2, batch, k, n), _same), [nb, m, n]
+
+
+def _fused(ctx: Ctx, ins: List[Optional[Val]]) -> List[Val]:
+    """A MatMul carrying a scale and adds (``fuse.py``): one ``npurt.gemm`` when they fit
+    its alpha, bias and C, else the nodes one by one (ONNX's broadcasting and errors)."""
+    a, b, scale, *adds = (list(ins) + [None] * 5)[:5]
+    assert a is not None and b is not None
+    terms = [x for x in adds if x is not None]
+    got = _as_gemm(ctx, a, b, scale, terms)
+    if got is not None:
+        return [got]
+    from . import lower
+
+    v = _matmul(ctx, {}, [a, b], 1)[0]
+    if scale is not None:
+        v = lower("Mul")(ctx, {}, [v, scale], 1, op_type="Mul")[0]
+    for x in terms:
+        v = lower("Add")(ctx, {}, [v, x], 1, op_type="Add")[0]
+    return [v]
+
+
+def _as_gemm(ctx: Ctx, a: Val, b: Val, scale: Optional[Val], terms: List[Val]) -> Optional[Val]:
+    """``scale·(a @ b) + terms`` as one gemm kernel, or None when it is not one: floats of
+    one dtype, 2-D or more operands, a scalar constant scale, each term a length-N vector
+    (the bias) or of the output's shape (C), at most one of each."""
+    if a.dtype not in FLOATS or b.dtype != a.dtype or len(a.shape) < 2 or len(b.shape) < 2:
+        return None
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    try:
+        batch = list(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    except ValueError:
+        return None
+    final = tuple(batch + [m, n])
+    if k != k2 or k == 0 or math.prod(final) == 0:
+        return None
+    alpha = 1.0
+    if scale is not None:
+        if not scale.known or scale.size != 1 or len(scale.shape) > len(final) or scale.dtype != a.dtype:
+            return None
+        alpha = float(scale.const.reshape(()))
+    bias = c = None
+    for t in terms:
+        if t.dtype != a.dtype or len(t.shape) > len(final):
+            return None
+        if bias is None and t.size == n and t.shape[-1:] == (n,):
+            bias = t
+        elif c is None and t.shape == final:
+            c = t
+        else:
+            return None
+    out = ctx.new(final, a.dtype)
+    (lhs, fa), (rhs, fb), shape = _operands(ctx, a, b, batch)
+    ins = [lhs, rhs] + ([ctx.view(c, shape)] if c is not None else []) + ([ctx.view(bias, [n])] if bias is not None else [])
+    has_c, has_bias = c is not None, bias is not None
+
+    def run(i: List[Any], o: List[Any], s: Any) -> None:
+        npurt.gemm(fa(i[0]), fb(i[1]), i[2] if has_c else None, alpha=alpha, beta=1.0 if has_c else 0.0,
+                   bias=i[-1] if has_bias else None, out=o[0], stream=s)
+
+    name = "MatMul" + ("+scale" if scale is not None else "") + ("+bias" if has_bias else "") + ("+add" if has_c else "")
+    ctx.emit(run, ins, [ctx.view(out, shape)], name)
+    return out
 
 
 def _same(a: Any) -> Any:
