@@ -4,14 +4,19 @@ Each collective is a host task on the group's communication stream (``stream``, 
 public layer already made wait for the current stream's earlier work): when the stream
 reaches it, a runtime callback thread runs the MPI exchange on the arrays' own memory —
 npurt device memory is host memory, so MPI reads and writes the DeviceArrays in place, no
-staging — with a deadline (:mod:`._mpi_comm`), then the stream moves on. The receive
-array's last writer becomes the communication stream, so kernels that read it later wait
-for the collective. Waits poll ``MPI_Test`` and sleep with the GIL released.
+staging — with a deadline (:mod:`._mpi_comm`), then the stream moves on. A blocking call
+(``async_op=False``) whose communication stream is idle runs its task on the calling
+thread instead (the stream records it as if its host engine had). The receive array's
+last writer becomes the communication stream, so kernels that read it later wait for the
+collective. Waits poll ``MPI_Test`` and yield or sleep with the GIL released.
 
-Reductions use MPI's own operations and order (``MPI_Iallreduce``...): results are what
-the MPI library computes (Open MPI's order depends on the algorithm it picks, so they are
-not promised bitwise equal to ``local`` / ``shm``); float16 and bfloat16 (which MPI cannot
-reduce) are gathered and folded in rank order here, as the native engine does.
+Small collectives (at most 64 KiB per peer) are one exchange, header and data together,
+completed locally (:mod:`._mpi_small`: reductions fold in rank order, as ``local`` /
+``shm`` do). Larger reductions use MPI's own operations and order (``MPI_Iallreduce``...):
+results are what the MPI library computes (Open MPI's order depends on the algorithm it
+picks, so they are not promised bitwise equal to ``local`` / ``shm``); float16 and
+bfloat16 (which MPI cannot reduce) are gathered and folded in rank order here, as the
+native engine does.
 """
 
 from __future__ import annotations
@@ -90,6 +95,14 @@ class MpiBackend(Backend):
         self._scratch: dict = {}
 
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
+        return self._submit(kind, send, recv, op, root, stream, timeout_s, False)
+
+    def run(self, kind, send, recv, op, root, stream, timeout_s) -> None:  # type: ignore[override]
+        """A blocking collective: on this thread when ``stream`` is idle (one hand-off
+        less: the runtime's callback thread need not wake and take the GIL), else queued."""
+        self._submit(kind, send, recv, op, root, stream, timeout_s, True)
+
+    def _submit(self, kind, send, recv, op, root, stream, timeout_s, here: bool) -> Work:  # noqa: ANN001
         arr = send if send is not None else recv
         dtype = arr.dtype_name if arr is not None else "uint8"
         if dtype not in ops.DTYPES:
@@ -131,7 +144,8 @@ class MpiBackend(Backend):
             if a is not None:
                 self._after_writer(a, stream)
         side = send_mv if send_mv is not None else recv_mv  # the bytes profiles show: as the native engine
-        _npurt._launch_collective(stream, task, kind, len(side) if side is not None else 0)  # shown as HcclAllReduce...
+        # shown as HcclAllReduce...; `here`: run now on this thread if the stream is idle
+        _npurt._launch_collective(stream, task, kind, len(side) if side is not None else 0, here)
         if recv is not None:
             recv._a._mark_written(stream)
         return work
