@@ -95,14 +95,17 @@ class MpiBackend(Backend):
         self._scratch: dict = {}
 
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
-        return self._submit(kind, send, recv, op, root, stream, timeout_s, False)
+        work = self._submit(kind, send, recv, op, root, stream, timeout_s, False)
+        assert work is not None
+        return work
 
     def run(self, kind, send, recv, op, root, stream, timeout_s) -> None:  # type: ignore[override]
         """A blocking collective: on this thread when ``stream`` is idle (one hand-off
-        less: the runtime's callback thread need not wake and take the GIL), else queued."""
+        less: the runtime's callback thread need not wake and take the GIL), else queued;
+        no work object (its failure is the stream's error, as for a queued one)."""
         self._submit(kind, send, recv, op, root, stream, timeout_s, True)
 
-    def _submit(self, kind, send, recv, op, root, stream, timeout_s, here: bool) -> Work:  # noqa: ANN001
+    def _submit(self, kind, send, recv, op, root, stream, timeout_s, here: bool) -> Optional[MpiWork]:  # noqa: ANN001
         arr = send if send is not None else recv
         dtype = arr.dtype_name if arr is not None else "uint8"
         if dtype not in ops.DTYPES:
@@ -125,18 +128,21 @@ class MpiBackend(Backend):
         send_mv = _bytes(send)
         recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
         call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
-        work = MpiWork(call, self.comm)
+        work = None if here else MpiWork(call, self.comm)
         keep = (send, recv)  # the arrays stay alive until the task ran
 
         def task() -> None:
-            work.started = True
+            if work is not None:
+                work.started = True
             try:
                 self.comm.run(call)
             except BaseException as e:
-                work.error = e
+                if work is not None:
+                    work.error = e
                 raise
             finally:
-                work.done.set()
+                if work is not None:
+                    work.done.set()
                 del call.send, call.recv
                 _ = keep
 

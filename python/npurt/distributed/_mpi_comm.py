@@ -114,6 +114,8 @@ class MpiComm:
         row = small.inbox_bytes(self.size)
         self._inbox = np.zeros((self.size, row), np.uint8)  # row p: rank p's header (+ payload)
         self._outbox = np.zeros((max(1, self.size - 1), row), np.uint8)
+        # every collective's first receives: persistent, started anew by each (MPI_Startall)
+        self._recvs = [self.ctl.Recv_init([self._inbox[p], MPI.BYTE], source=p, tag=_TAG_HDR) for p in self.peers]
 
     # -- the entry point -------------------------------------------------------------
     def run(self, c: Call) -> None:
@@ -133,7 +135,7 @@ class MpiComm:
                     small.finish(c, self.rank, self.size, self._inbox)
                 else:
                     if self.size > 1:
-                        self._exchange(c, deadline, [(p, c.header().view(np.uint8)) for p in self.peers])
+                        self._exchange(c, deadline, small.header_only(c, self.rank, self.size, self._inbox))
                     self._data(c, deadline)
             except self.MPI.Exception as e:
                 raise self._fail(self._mpi_failure(c, e), c.seq) from None
@@ -297,23 +299,24 @@ class MpiComm:
     # -- phase 1: headers (the whole collective on the one-phase path) ---------------
     def _exchange(self, c: Call, deadline: float, msgs: List[Any]) -> None:
         """Sends ``(peer, header + payload)`` messages, receives every peer's into its
-        inbox row, and checks that every rank called the same collective."""
-        MPI, inbox = self.MPI, self._inbox
-        recvs = [self.ctl.Irecv([inbox[p], MPI.BYTE], source=p, tag=_TAG_HDR) for p in self.peers]
+        inbox row (this rank's own holds its header), and checks that every rank called
+        the same collective."""
+        MPI, inbox, recvs = self.MPI, self._inbox, self._recvs
+        MPI.Prequest.Startall(recvs)
         sends = [self.ctl.Isend([m, MPI.BYTE], dest=p, tag=_TAG_HDR) for p, m in msgs]
 
         def missing() -> BaseException:
             late = [p for p, r in zip(self.peers, recvs, strict=True) if not _done(r)]
-            self._keep.append((inbox, self._outbox, msgs, sends))
-            self._inbox = self._outbox = None  # type: ignore[assignment]  # MPI may still write them
+            self._keep.append((inbox, self._outbox, recvs, msgs, sends))
+            self._inbox = self._outbox = self._recvs = None  # type: ignore[assignment]  # MPI may still write them
             return self._timeout(c, late)
 
-        inbox[self.rank, : small.HEADER_BYTES] = c.header().view(np.uint8)
         self._wait(c, recvs + sends, deadline, missing)
-        theirs = inbox[:, : small.HEADER_BYTES].view(np.int64)
-        first = theirs[0]
-        if (theirs == first).all():
+        heads = inbox[:, : small.HEADER_BYTES]
+        if heads.tobytes() == heads[0].tobytes() * self.size:
             return
+        theirs = heads.view(np.int64)
+        first = theirs[0]
         for p in range(1, self.size):
             if not np.array_equal(theirs[p], first):
                 if np.array_equal(theirs[p][:7], first[:7]):
@@ -376,6 +379,8 @@ class MpiComm:
             except self.MPI.Exception:
                 return
             if self.failed is None:
+                for req in self._recvs:
+                    req.Free()
                 for comm in (self.data, self.ctl):
                     comm.Free()
 

@@ -14,7 +14,7 @@ a fold in rank order for the reductions (``((x0 ∘ x1) ∘ x2) ∘ ...``, the `
 Desync detection is unchanged: the messages are received into per-peer buffers large
 enough for any header-plus-payload (the two-phase path receives its headers there too),
 so whatever the others called — another collective, another size, the other path — each
-rank gets every peer's header and compares them all (``_mpi_comm.check_headers``).
+rank gets every peer's header and compares them all (``MpiComm._exchange``).
 Whether a call takes this path is a function of its header and the group size only, so
 ranks whose headers agree took the same path. Timeouts name the peers whose message has
 not come; abort notices and ULFM failures are handled by the same wait loop.
@@ -116,19 +116,19 @@ _FOLD = {ops.SUM: np.add, ops.AVG: np.add, ops.PROD: np.multiply, ops.MAX: np.ma
 
 
 def messages(c: Any, rank: int, n: int, outbox: np.ndarray, inbox: np.ndarray) -> List[Tuple[int, np.ndarray]]:
-    """``(peer, message)`` for every peer: the header, then what the peer needs. Messages
-    are views of ``outbox`` rows (one row when every peer gets the same bytes). This
+    """``(peer, message)`` for every peer: the header, then what the peer needs. This
     rank's own header and part go to its ``inbox`` row, where :func:`finish` reads every
-    rank's (so it also holds them when the input overlaps the output)."""
-    head = c.header().view(np.uint8)
-    chunk = peer_bytes(c.kind, c.dtype, c.count, n)
+    rank's (so they are there even when the input overlaps the output); a message every
+    peer gets is that row itself, per-peer chunks are ``outbox`` rows."""
+    own = inbox[rank]
+    own[:HEADER_BYTES] = c.header().view(np.uint8)
+    head = own[:HEADER_BYTES]
     peers = [p for p in range(n) if p != rank]
     k = c.kind
-    own = inbox[rank, : HEADER_BYTES + chunk]
-    own[:HEADER_BYTES] = head
     if k in _PER_PEER_CHUNK:  # reduce_scatter, all_to_all: chunk p to peer p
+        chunk = peer_bytes(k, c.dtype, c.count, n)
         src = np.frombuffer(c.send, np.uint8)
-        own[HEADER_BYTES:] = src[rank * chunk : (rank + 1) * chunk]
+        own[HEADER_BYTES : HEADER_BYTES + chunk] = src[rank * chunk : (rank + 1) * chunk]
         out = []
         for i, p in enumerate(peers):
             row = outbox[i, : HEADER_BYTES + chunk]
@@ -136,20 +136,21 @@ def messages(c: Any, rank: int, n: int, outbox: np.ndarray, inbox: np.ndarray) -
             row[HEADER_BYTES:] = src[p * chunk : (p + 1) * chunk]
             out.append((p, row))
         return out
-    payload = b""  # barrier, reduce's root, broadcast's others: the header alone
-    if k in ("all_reduce", "all_gather") or (k == "reduce" and rank != c.root):
-        payload = c.send
-        own[HEADER_BYTES:] = np.frombuffer(payload, np.uint8)
-    elif k == "broadcast" and rank == c.root:
-        payload = c.recv
-    elif k == "reduce":  # the root
-        own[HEADER_BYTES:] = np.frombuffer(c.send, np.uint8)
-    row = outbox[0, : HEADER_BYTES + len(payload)]
-    row[:HEADER_BYTES] = head
-    row[HEADER_BYTES:] = np.frombuffer(payload, np.uint8)
-    if k == "reduce" and rank != c.root:  # the input to the root, the header to the others
-        return [(p, row if p == c.root else row[:HEADER_BYTES]) for p in peers]
+    payload = c.send if k in ("all_reduce", "all_gather", "reduce") else c.recv if k == "broadcast" and rank == c.root else b""
+    end = HEADER_BYTES + len(payload)
+    if len(payload):
+        own[HEADER_BYTES:end] = np.frombuffer(payload, np.uint8)
+    row = own[:end]
+    if k == "reduce":  # the input to the root (a root sends every peer the header alone)
+        return [(p, row if p == c.root else head) for p in peers]
     return [(p, row) for p in peers]
+
+
+def header_only(c: Any, rank: int, n: int, inbox: np.ndarray) -> List[Tuple[int, np.ndarray]]:
+    """The two-phase path's first messages: the header alone (from this rank's inbox row)."""
+    head = inbox[rank, :HEADER_BYTES]
+    head[:] = c.header().view(np.uint8)
+    return [(p, head) for p in range(n) if p != rank]
 
 
 def finish(c: Any, rank: int, n: int, inbox: np.ndarray) -> None:
@@ -176,10 +177,17 @@ def finish(c: Any, rank: int, n: int, inbox: np.ndarray) -> None:
 def fold(parts: np.ndarray, op: int, out: np.ndarray) -> None:
     """``out = ((parts[0] ∘ parts[1]) ∘ parts[2]) ∘ ...`` in the parts' dtype (rank order;
     integers wrap, floats overflow to inf quietly, as MPI's reductions do)."""
+    if out.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            _fold(parts, op, out)
+    else:  # (integer arrays wrap without a warning)
+        _fold(parts, op, out)
+
+
+def _fold(parts: np.ndarray, op: int, out: np.ndarray) -> None:
     f = _FOLD[op]
-    with np.errstate(all="ignore"):
-        f(parts[0], parts[1], out=out)
-        for i in range(2, len(parts)):
-            f(out, parts[i], out=out)
-        if op == ops.AVG:
-            ops.divide_avg(out, len(parts))
+    f(parts[0], parts[1], out=out)
+    for i in range(2, len(parts)):
+        f(out, parts[i], out=out)
+    if op == ops.AVG:
+        ops.divide_avg(out, len(parts))
