@@ -17,13 +17,14 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
 import npurt
 import npurt.distributed as dist
 import numpy as np
-from npurt.distributed import _mpi_small
+from npurt.distributed import _mpi_comm, _mpi_small
 
 EAGER = [0]  # collectives completed on the one-phase path (counted by wrapping its finish)
 _finish = _mpi_small.finish
@@ -35,6 +36,16 @@ def _counted_finish(*args):
 
 
 _mpi_small.finish = _counted_finish
+ON_CALLER: list = []  # per collective run: on the calling (main) thread, or queued
+_run = _mpi_comm.MpiComm.run
+
+
+def _recorded_run(self, c):
+    ON_CALLER.append(threading.current_thread() is threading.main_thread())
+    _run(self, c)
+
+
+_mpi_comm.MpiComm.run = _recorded_run
 
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PROD, "max": dist.ReduceOp.MAX,
@@ -146,6 +157,15 @@ def check_all(r: int, n: int) -> None:
     big = npurt.to_device(np.full(40000, r + 1, np.int32))
     dist.all_reduce(big)
     expect(np.array_equal(host(big), np.full(40000, n * (n + 1) // 2)), "large all_reduce")
+
+    # a burst of blocking calls behind a kernel: the first is queued, the rest run here
+    burst = npurt.to_device(np.ones(64, np.int64))
+    npurt.kernels.busy(0.05)
+    del ON_CALLER[:]
+    for _ in range(5):
+        dist.all_reduce(burst)
+    expect(np.array_equal(host(burst), np.full(64, n ** 5)), "burst behind a kernel")
+    expect(ON_CALLER == [False, True, True, True, True], f"burst on the calling thread: {ON_CALLER}")
 
     # list forms
     lst = [npurt.zeros(5) for _ in range(n)]

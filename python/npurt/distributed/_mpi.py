@@ -92,6 +92,7 @@ class MpiBackend(Backend):
         self.timeout_s = default_timeout() if timeout is None else float(timeout)
         self._seq = 0
         self._enqueue = threading.Lock()
+        self._tail: dict = {}  # stream id -> its task count after a blocking call that was queued
         self._scratch: dict = {}
 
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
@@ -102,7 +103,17 @@ class MpiBackend(Backend):
     def run(self, kind, send, recv, op, root, stream, timeout_s) -> None:  # type: ignore[override]
         """A blocking collective: on this thread when ``stream`` is idle (one hand-off
         less: the runtime's callback thread need not wake and take the GIL), else queued;
-        no work object (its failure is the stream's error, as for a queued one)."""
+        no work object (its failure is the stream's error, as for a queued one). When this
+        group's previous blocking call on ``stream`` was queued (e.g. behind a kernel) and
+        nothing was submitted to the stream since, it first waits for that call: else
+        each call of a burst finds the stream busy with the one before and queues too,
+        for as long as the burst lasts (each then wakes the callback thread)."""
+        tail = self._tail.pop(stream.id, None)
+        if tail is not None and stream.submitted == tail and stream.completed < tail:
+            try:  # nothing came since this group's last (queued) call
+                _npurt._wait_task(stream, tail)
+            except Exception:  # noqa: BLE001 - a failed collective: the launch below reports it
+                pass
         self._submit(kind, send, recv, op, root, stream, timeout_s, True)
 
     def _submit(self, kind, send, recv, op, root, stream, timeout_s, here: bool) -> Optional[MpiWork]:  # noqa: ANN001
@@ -129,6 +140,7 @@ class MpiBackend(Backend):
         recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
         call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
         work = None if here else MpiWork(call, self.comm)
+        ran: List[bool] = []
         keep = (send, recv)  # the arrays stay alive until the task ran
 
         def task() -> None:
@@ -141,6 +153,7 @@ class MpiBackend(Backend):
                     work.error = e
                 raise
             finally:
+                ran.append(True)
                 if work is not None:
                     work.done.set()
                 del call.send, call.recv
@@ -152,6 +165,8 @@ class MpiBackend(Backend):
         side = send_mv if send_mv is not None else recv_mv  # the bytes profiles show: as the native engine
         # shown as HcclAllReduce...; `here`: run now on this thread if the stream is idle
         _npurt._launch_collective(stream, task, kind, len(side) if side is not None else 0, here)
+        if here and not ran:  # queued: the next blocking call may wait for it (run)
+            self._tail[stream.id] = stream.submitted
         if recv is not None:
             recv._a._mark_written(stream)
         return work

@@ -43,7 +43,7 @@ from ._mpi_small import Call, describe
 
 _TAG_HDR, _TAG_NOTICE, _TAG_P2P_HDR, _TAG_P2P = 7101, 7102, 7103, 7104
 _NOTICE_BYTES = 4096
-_HOT_S = 0.00002  # poll MPI_Test back to back this long (MPI progresses only inside its calls:
+_HOT_S = 0.000005  # poll MPI_Test back to back this long (MPI progresses only inside its calls:
 # longer starves a peer that shares this core; none when the host has more ranks than cores),
 _SPIN_S = 0.002  # then yielding the core between polls this long, then sleeping between polls
 _DATA_SPIN_S = 0.05  # (the data exchange, once every rank arrived, yields this long)
@@ -145,7 +145,7 @@ class MpiComm:
 
     # -- waiting ---------------------------------------------------------------------
     def _wait(self, c: Call, reqs: List[Any], deadline: float, on_timeout: Any, hot: bool = False) -> None:
-        """Polls ``reqs`` until done or ``deadline``: back to back for 20 µs (not at all when
+        """Polls ``reqs`` until done or ``deadline``: back to back for 5 µs (not at all when
         this host runs more ranks than it has cores: a spin keeps the peer that shares the
         core from sending what it waits for — two ranks on one core then take turns
         spinning, ~0.4 ms a call with the 0.2 ms this was), then yielding
