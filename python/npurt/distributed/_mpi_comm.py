@@ -145,17 +145,14 @@ class MpiComm:
 
     # -- waiting ---------------------------------------------------------------------
     def _wait(self, c: Call, reqs: List[Any], deadline: float, on_timeout: Any, hot: bool = False) -> None:
-        """Polls ``reqs`` until done or ``deadline``: back to back for 5 µs (not at all when
-        this host runs more ranks than it has cores: a spin keeps the peer that shares the
-        core from sending what it waits for — two ranks on one core then take turns
-        spinning, ~0.4 ms a call with the 0.2 ms this was), then yielding
-        the core between polls, then sleeping between polls (backing off to 1 ms). Each poll
-        is one ``MPI_Testsome`` over ``reqs`` and the abort-notice receive, so a notice that
-        came is seen, even by a rank whose exchange completes at once (a peer that gave up
-        may have sent its part first), without a second MPI call (each may yield). Arrival
-        may take long: it yields for 2 ms. The data exchange (``hot``: every rank arrived)
-        yields for 50 ms: Open MPI's non-blocking collectives progress only inside MPI
-        calls, so a sleep between polls stalls the next round of the algorithm."""
+        """Polls ``reqs`` until done or ``deadline``: back to back for 5 µs (none with more
+        ranks than cores here: a spin keeps a peer sharing the core from sending what it
+        waits for), then yielding the core between polls, then sleeping (backing off to
+        1 ms). A poll is one ``MPI_Testsome`` over ``reqs`` and the abort-notice receive
+        (a notice is seen even by a rank whose exchange completes at once). Arrival yields
+        for 2 ms; the data exchange (``hot``: every rank arrived) for 50 ms: Open MPI's
+        non-blocking collectives progress only inside MPI calls (DESIGN.md, "Collectives
+        over MPI")."""
         MPI = self.MPI
         t0 = time.monotonic()
         spin = _DATA_SPIN_S if hot else _SPIN_S
