@@ -8,11 +8,9 @@ phases on two private duplicates of the group's communicator:
 1. **Header** (control communicator): each rank sends every other rank
    ``(seq, kind, dtype, count, op, root, one-phase?)`` and receives theirs (into buffers
    that also hold a one-phase message, so a peer on the other path is a desync, not an
-   MPI error). Ranks whose header has not
-   come when the deadline passes are the ones that "never arrived"
-   (``CollectiveTimeoutError``); headers that differ are a desync
-   (``CollectiveDesyncError``, the same message on every rank: rank 0's call against the
-   first rank that differs).
+   MPI error). Ranks whose header has not come by the deadline "never arrived"
+   (``CollectiveTimeoutError``); headers that differ are a desync (``CollectiveDesyncError``,
+   the same message on every rank: rank 0's call against the first rank that differs).
 2. **Data** (data communicator): MPI's non-blocking collective (``Iallreduce``, ``Ibcast``...)
    on the arrays' own memory, completed by a ``Test`` loop that checks the deadline.
 
