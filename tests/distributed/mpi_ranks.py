@@ -4,7 +4,11 @@
 Modes: ``all`` (every collective × op × dtype against numpy, stream ordering, async work,
 subgroups, p2p), ``sleep`` (rank 1 sleeps past the deadline), ``desync`` (rank 0 calls
 all_reduce, the others broadcast), ``size`` (ranks call all_reduce with different sizes),
-``kill`` (rank 1 SIGKILLs itself), ``exit`` (rank 1 exits without destroy_process_group).
+``mixed`` (rank 0's all_reduce is small — one phase — the others' large — two phases),
+``pathdiff`` (rank 1 turns the one-phase path off: same call, different paths), ``kill``
+(rank 1 SIGKILLs itself), ``exit`` (rank 1 exits without destroy_process_group). Under
+``NPURT_MPI_EAGER_BYTES=0`` every collective takes the two-phase path; each result line
+counts the collectives that took the one-phase path (``eager``).
 """
 
 from __future__ import annotations
@@ -13,12 +17,35 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 
 import npurt
 import npurt.distributed as dist
 import numpy as np
+from npurt.distributed import _mpi_comm, _mpi_small
+
+EAGER = [0]  # collectives completed on the one-phase path (counted by wrapping its finish)
+_finish = _mpi_small.finish
+
+
+def _counted_finish(*args):
+    EAGER[0] += 1
+    _finish(*args)
+
+
+_mpi_small.finish = _counted_finish
+ON_CALLER: list = []  # per collective run: on the calling (main) thread, or queued
+_run = _mpi_comm.MpiComm.run
+
+
+def _recorded_run(self, c):
+    ON_CALLER.append(threading.current_thread() is threading.main_thread())
+    _run(self, c)
+
+
+_mpi_comm.MpiComm.run = _recorded_run
 
 DTYPES = ["float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8"]
 OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PROD, "max": dist.ReduceOp.MAX,
@@ -26,7 +53,7 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PROD, "max": dist.ReduceO
 
 
 def emit(**kw) -> None:
-    print("RESULT " + json.dumps(kw), flush=True)
+    print("RESULT " + json.dumps({**kw, "eager": EAGER[0]}), flush=True)
 
 
 def data(dtype: str, rank: int, count: int, seed: int) -> np.ndarray:
@@ -107,6 +134,39 @@ def check_all(r: int, n: int) -> None:
         want = np.concatenate([x[r * count:(r + 1) * count] for x in xs])
         expect(close(host(o), want, dtype), f"all_to_all {dtype}")
 
+    # float32 sums that round: one phase folds in rank order ((x0 + x1) + x2) + ..., bitwise
+    rng = np.random.default_rng(7)
+    xs = [rng.standard_normal(1000).astype(np.float32) for _ in range(n)]
+    t = npurt.to_device(xs[r])
+    dist.all_reduce(t)
+    fold = xs[0].copy()
+    for x in xs[1:]:
+        fold = fold + x
+    got = t.to_host()
+    if os.environ.get("NPURT_MPI_EAGER_BYTES") == "0":  # MPI's order: close, not promised equal
+        expect(bool(np.allclose(got, fold, rtol=1e-5, atol=1e-5)), "float32 all_reduce (MPI's order)")
+    else:
+        expect(bool(np.array_equal(got, fold)), "float32 all_reduce in rank order, bitwise")
+    # in-place all_gather (the input is this rank's chunk of the output), both sizes
+    for k in (5, 20000):
+        g = npurt.to_device(np.zeros(k * n, np.float32))
+        g[r * k:(r + 1) * k].copy_(npurt.to_device(np.full(k, r + 1, np.float32)))
+        dist.all_gather_into_tensor(g, g[r * k:(r + 1) * k])
+        expect(np.array_equal(host(g), np.repeat(np.arange(1, n + 1), k)), f"in-place all_gather x{k}")
+    # a large all_reduce (two phases whatever the limit)
+    big = npurt.to_device(np.full(40000, r + 1, np.int32))
+    dist.all_reduce(big)
+    expect(np.array_equal(host(big), np.full(40000, n * (n + 1) // 2)), "large all_reduce")
+
+    # a burst of blocking calls behind a kernel: the first is queued, the rest run here
+    burst = npurt.to_device(np.ones(64, np.int64))
+    npurt.kernels.busy(0.05)
+    del ON_CALLER[:]
+    for _ in range(5):
+        dist.all_reduce(burst)
+    expect(np.array_equal(host(burst), np.full(64, n ** 5)), "burst behind a kernel")
+    expect(ON_CALLER == [False, True, True, True, True], f"burst on the calling thread: {ON_CALLER}")
+
     # list forms
     lst = [npurt.zeros(5) for _ in range(n)]
     dist.all_gather(lst, npurt.to_device(np.full(5, r, np.float32)))
@@ -166,7 +226,7 @@ def check_all(r: int, n: int) -> None:
 
 
 def hang_case(mode: str, r: int, n: int) -> None:
-    t = npurt.to_device(np.ones(1000, np.float32))
+    t = npurt.to_device(np.ones(40000 if mode == "pathdiff" else 1000, np.float32))  # pathdiff: both paths agree
     dist.all_reduce(t)
     host(t)
     t0 = time.monotonic()
@@ -182,6 +242,10 @@ def hang_case(mode: str, r: int, n: int) -> None:
             w = dist.broadcast(t, src=0, async_op=True, timeout=5.0)
         elif mode == "size":
             w = dist.all_reduce(npurt.zeros(100 + r), async_op=True, timeout=5.0)
+        elif mode == "pathdiff":
+            w = dist.all_reduce(npurt.zeros(100), async_op=True, timeout=5.0)
+        elif mode == "mixed":  # 400 bytes (one phase) on rank 0, 160 KB (two phases) elsewhere
+            w = dist.all_reduce(npurt.zeros(100 if r == 0 else 40000), async_op=True, timeout=5.0)
         else:
             w = dist.all_reduce(t, async_op=True, timeout=1.0)
         w.wait()
@@ -193,6 +257,8 @@ def hang_case(mode: str, r: int, n: int) -> None:
 
 def main() -> None:
     mode = sys.argv[1]
+    if mode == "pathdiff" and os.environ.get("OMPI_COMM_WORLD_RANK") == "1":
+        os.environ["NPURT_MPI_EAGER_BYTES"] = "0"
     dist.init_process_group("mpi", timeout=30.0)
     r, n = dist.get_rank(), dist.get_world_size()
     try:

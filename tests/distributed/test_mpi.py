@@ -1,7 +1,9 @@
 """The ``mpi`` backend under real ``mpirun -np 2..4`` jobs (Open MPI from the ``mpi`` extra,
 loopback only, oversubscribed, ULFM on: the command comes from
 ``npurt.distributed.mpirun_command``). Each job is bounded by a subprocess timeout; the
-ranks print ``RESULT {json}`` lines (``mpi_ranks.py``) that the tests check."""
+ranks print ``RESULT {json}`` lines (``mpi_ranks.py``) that the tests check. ``TWO_PHASE``
+jobs set ``NPURT_MPI_EAGER_BYTES=0``: every collective takes the header-then-data path
+that small ones otherwise skip (``_mpi_small``)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,15 @@ from npurt.distributed import mpirun_command, run_mpirun
 
 RANKS = Path(__file__).with_name("mpi_ranks.py")
 JOB_TIMEOUT = 90
+ONE_PHASE, TWO_PHASE = "one-phase", "two-phase"
 
 
-def run_job(n: int, mode: str, ulfm: bool = True) -> tuple:
+def run_job(n: int, mode: str, ulfm: bool = True, path: str = ONE_PHASE) -> tuple:
     cmd, env = mpirun_command(n, [sys.executable, str(RANKS), mode], ulfm=ulfm)
     env["NPURT_DEVICE_COUNT"] = "1"
+    env.pop("NPURT_MPI_EAGER_BYTES", None)
+    if path == TWO_PHASE:
+        env["NPURT_MPI_EAGER_BYTES"] = "0"
     p = run_mpirun(cmd, env, JOB_TIMEOUT)
     rows = {}
     for line in p.stdout.splitlines():
@@ -32,18 +38,31 @@ def _crashes(rows: dict) -> list:
     return [r.get("crash") for r in rows.values() if r.get("crash")]
 
 
-@pytest.mark.parametrize("n", [2, 3, 4])
-def test_every_collective_op_and_dtype_matches_numpy(n):
-    rows, p = run_job(n, "all")
+def _check_path(rows: dict, path: str) -> None:
+    """The collectives took the path the job asked for (one phase: all but the large ones)."""
+    for r, row in rows.items():
+        if path == TWO_PHASE:
+            assert row["eager"] == 0, (r, row)
+        else:
+            assert row["eager"] >= 1, (r, row)
+
+
+@pytest.mark.parametrize("n,path", [(2, ONE_PHASE), (3, ONE_PHASE), (4, ONE_PHASE), (3, TWO_PHASE)])
+def test_every_collective_op_and_dtype_matches_numpy(n, path):
+    rows, p = run_job(n, "all", path=path)
     assert not _crashes(rows), _crashes(rows)
     assert sorted(rows) == list(range(n)), (p.stdout[-2000:], p.stderr[-2000:])
     for r, row in rows.items():
         assert row["fails"] == [], f"rank {r}: {row['fails']}"
-        assert row["checks"] >= 90  # 7 dtypes x (5 ops x 2..3 collectives + 3) + the rest
+        assert row["checks"] >= 94  # 7 dtypes x (5 ops x 2..3 collectives + 3) + the rest
+        if path == ONE_PHASE:  # every collective of the op x dtype matrix is small
+            assert row["eager"] >= 7 * (5 * 2 + 3), (r, row["eager"])
+    _check_path(rows, path)
 
 
-def test_rank_sleeping_past_the_deadline_is_named_by_the_others():
-    rows, p = run_job(3, "sleep")
+@pytest.mark.parametrize("path", [ONE_PHASE, TWO_PHASE])
+def test_rank_sleeping_past_the_deadline_is_named_by_the_others(path):
+    rows, p = run_job(3, "sleep", path=path)
     assert sorted(rows) == [0, 1, 2], (p.stdout[-2000:], p.stderr[-2000:])
     for r in (0, 2):
         assert rows[r]["cls"] == "CollectiveTimeoutError", rows[r]
@@ -51,18 +70,34 @@ def test_rank_sleeping_past_the_deadline_is_named_by_the_others():
     # the late rank learns, when it arrives, that the communicator was aborted (same class)
     assert rows[1]["cls"] == "CollectiveTimeoutError", rows[1]
     assert "aborted at collective #2" in rows[1]["error"] and "rank(s) 1 never arrived" in rows[1]["error"], rows[1]
+    _check_path(rows, path)
 
 
+@pytest.mark.parametrize("path", [ONE_PHASE, TWO_PHASE])
 @pytest.mark.parametrize("mode,theirs", [("desync", "broadcast(float32[1000], root=0)"),
-                                         ("size", "all_reduce(float32[101], op=sum)")])
-def test_desync_is_reported_with_both_calls_on_every_rank(mode, theirs):
-    rows, p = run_job(3, mode)
+                                         ("size", "all_reduce(float32[101], op=sum)"),
+                                         ("mixed", "all_reduce(float32[40000], op=sum)")])
+def test_desync_is_reported_with_both_calls_on_every_rank(mode, theirs, path):
+    """Also across paths (``mixed``: rank 0's call is small, one phase; the others' large)."""
+    rows, p = run_job(3, mode, path=path)
     assert sorted(rows) == [0, 1, 2], (p.stdout[-2000:], p.stderr[-2000:])
     msgs = {rows[r]["error"] for r in rows}
     assert len(msgs) == 1, msgs  # the same message on every rank
     for r in rows:
         assert rows[r]["cls"] == "CollectiveDesyncError", rows[r]
         assert "rank 0 called all_reduce(float32[" in rows[r]["error"] and theirs in rows[r]["error"], rows[r]
+    _check_path(rows, path)
+
+
+def test_ranks_on_different_paths_for_the_same_call_is_a_desync():
+    """Rank 1 has the one-phase path off (``NPURT_MPI_EAGER_BYTES=0``), the others not: the
+    same small call would take two paths, which every rank reports instead of mixing them."""
+    rows, p = run_job(3, "pathdiff")
+    assert sorted(rows) == [0, 1, 2], (p.stdout[-2000:], p.stderr[-2000:])
+    assert len({rows[r]["error"] for r in rows}) == 1, rows
+    for r in rows:
+        assert rows[r]["cls"] == "CollectiveDesyncError", rows[r]
+        assert "rank 0 and rank 1 called all_reduce(float32[100], op=sum) at #2 but took different paths" in rows[r]["error"]
 
 
 def test_killed_rank_is_named_with_its_pid_by_the_survivors():

@@ -54,7 +54,9 @@ def _seconds(timeout: Any) -> Optional[float]:
 
 
 class _PublicWork(Work):
-    """The backend's work plus an event after it on the communication stream."""
+    """The backend's work plus an event after it on the communication stream (or, when
+    the collective failed before the event could be recorded, the error recording it
+    raised: ``wait`` raises the work's own error, else that one)."""
 
     def __init__(self, work: Work, event: Any, device: int) -> None:
         self._work, self._event, self._device = work, event, device
@@ -62,12 +64,14 @@ class _PublicWork(Work):
     def wait(self, timeout: Optional[float] = None) -> bool:
         if not self._work.wait(timeout):
             return False
+        if isinstance(self._event, BaseException):
+            raise self._event
         self._event.synchronize(timeout)
         npurt.current_stream(self._device).wait_event(self._event)
         return True
 
     def is_completed(self) -> bool:
-        return self._work.is_completed() and self._event.query()
+        return self._work.is_completed() and (isinstance(self._event, BaseException) or self._event.query())
 
     def exception(self) -> Optional[BaseException]:
         return self._work.exception()
@@ -129,7 +133,11 @@ class ProcessGroup:
         if async_op:
             work = self.backend.collective(kind, send, recv, int(op), int(root), cs, _seconds(timeout))
             self._marks[dev] = (cur.id, cur.submitted)
-            return _PublicWork(work, cs.record_event(), dev)
+            try:
+                event: Any = cs.record_event()
+            except npurt.Error as e:  # the collective already ran and failed (its work has the error)
+                event = e
+            return _PublicWork(work, event, dev)
         # May run on this thread when `cs` is idle (the backend's `run`): `cur` then has
         # nothing to wait for (no wait is queued), and if it failed, `cs` holds the error,
         # raised where the result is waited for (the tensor's last writer is `cs`), as when

@@ -4,14 +4,19 @@ Each collective is a host task on the group's communication stream (``stream``, 
 public layer already made wait for the current stream's earlier work): when the stream
 reaches it, a runtime callback thread runs the MPI exchange on the arrays' own memory —
 npurt device memory is host memory, so MPI reads and writes the DeviceArrays in place, no
-staging — with a deadline (:mod:`._mpi_comm`), then the stream moves on. The receive
-array's last writer becomes the communication stream, so kernels that read it later wait
-for the collective. Waits poll ``MPI_Test`` and sleep with the GIL released.
+staging — with a deadline (:mod:`._mpi_comm`), then the stream moves on. A blocking call
+(``async_op=False``) whose communication stream is idle runs its task on the calling
+thread instead (the stream records it as if its host engine had). The receive array's
+last writer becomes the communication stream, so kernels that read it later wait for the
+collective. Waits poll ``MPI_Test`` and yield or sleep with the GIL released.
 
-Reductions use MPI's own operations and order (``MPI_Iallreduce``...): results are what
-the MPI library computes (Open MPI's order depends on the algorithm it picks, so they are
-not promised bitwise equal to ``local`` / ``shm``); float16 and bfloat16 (which MPI cannot
-reduce) are gathered and folded in rank order here, as the native engine does.
+Small collectives (at most 64 KiB per peer) are one exchange, header and data together,
+completed locally (:mod:`._mpi_small`: reductions fold in rank order, as ``local`` /
+``shm`` do). Larger reductions use MPI's own operations and order (``MPI_Iallreduce``...):
+results are what the MPI library computes (Open MPI's order depends on the algorithm it
+picks, so they are not promised bitwise equal to ``local`` / ``shm``); float16 and
+bfloat16 (which MPI cannot reduce) are gathered and folded in rank order here, as the
+native engine does.
 """
 
 from __future__ import annotations
@@ -87,9 +92,31 @@ class MpiBackend(Backend):
         self.timeout_s = default_timeout() if timeout is None else float(timeout)
         self._seq = 0
         self._enqueue = threading.Lock()
+        self._tail: dict = {}  # stream id -> its task count after a blocking call that was queued
         self._scratch: dict = {}
 
     def collective(self, kind, send, recv, op, root, stream, timeout_s) -> Work:  # type: ignore[override]
+        work = self._submit(kind, send, recv, op, root, stream, timeout_s, False)
+        assert work is not None
+        return work
+
+    def run(self, kind, send, recv, op, root, stream, timeout_s) -> None:  # type: ignore[override]
+        """A blocking collective: on this thread when ``stream`` is idle (one hand-off
+        less: the runtime's callback thread need not wake and take the GIL), else queued;
+        no work object (its failure is the stream's error, as for a queued one). When this
+        group's previous blocking call on ``stream`` was queued (e.g. behind a kernel) and
+        nothing was submitted to the stream since, it first waits for that call: else
+        each call of a burst finds the stream busy with the one before and queues too,
+        for as long as the burst lasts (each then wakes the callback thread)."""
+        tail = self._tail.pop(stream.id, None)
+        if tail is not None and stream.submitted == tail and stream.completed < tail:
+            try:  # nothing came since this group's last (queued) call
+                _npurt._wait_task(stream, tail)
+            except Exception:  # noqa: BLE001 - a failed collective: the launch below reports it
+                pass
+        self._submit(kind, send, recv, op, root, stream, timeout_s, True)
+
+    def _submit(self, kind, send, recv, op, root, stream, timeout_s, here: bool) -> Optional[MpiWork]:  # noqa: ANN001
         arr = send if send is not None else recv
         dtype = arr.dtype_name if arr is not None else "uint8"
         if dtype not in ops.DTYPES:
@@ -112,18 +139,23 @@ class MpiBackend(Backend):
         send_mv = _bytes(send)
         recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
         call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
-        work = MpiWork(call, self.comm)
+        work = None if here else MpiWork(call, self.comm)
+        ran: List[bool] = []
         keep = (send, recv)  # the arrays stay alive until the task ran
 
         def task() -> None:
-            work.started = True
+            if work is not None:
+                work.started = True
             try:
                 self.comm.run(call)
             except BaseException as e:
-                work.error = e
+                if work is not None:
+                    work.error = e
                 raise
             finally:
-                work.done.set()
+                ran.append(True)
+                if work is not None:
+                    work.done.set()
                 del call.send, call.recv
                 _ = keep
 
@@ -131,7 +163,10 @@ class MpiBackend(Backend):
             if a is not None:
                 self._after_writer(a, stream)
         side = send_mv if send_mv is not None else recv_mv  # the bytes profiles show: as the native engine
-        _npurt._launch_collective(stream, task, kind, len(side) if side is not None else 0)  # shown as HcclAllReduce...
+        # shown as HcclAllReduce...; `here`: run now on this thread if the stream is idle
+        _npurt._launch_collective(stream, task, kind, len(side) if side is not None else 0, here)
+        if here and not ran:  # queued: the next blocking call may wait for it (run)
+            self._tail[stream.id] = stream.submitted
         if recv is not None:
             recv._a._mark_written(stream)
         return work

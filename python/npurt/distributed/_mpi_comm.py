@@ -1,13 +1,16 @@
 """``MpiComm``: one npurt group over MPI communicators, run synchronously with a deadline.
 
-Every collective is two phases on two private duplicates of the group's communicator:
+A small collective (at most 64 KiB per peer: ``_mpi_small``) is one exchange on the control
+communicator: each rank sends every other rank its header followed by the data that peer
+needs, checks the headers as below, and completes the collective locally. Any other is two
+phases on two private duplicates of the group's communicator:
 
 1. **Header** (control communicator): each rank sends every other rank
-   ``(seq, kind, dtype, count, op, root)`` and receives theirs. Ranks whose header has not
-   come when the deadline passes are the ones that "never arrived"
-   (``CollectiveTimeoutError``); headers that differ are a desync
-   (``CollectiveDesyncError``, the same message on every rank: rank 0's call against the
-   first rank that differs).
+   ``(seq, kind, dtype, count, op, root, one-phase?)`` and receives theirs (into buffers
+   that also hold a one-phase message, so a peer on the other path is a desync, not an
+   MPI error). Ranks whose header has not come by the deadline "never arrived"
+   (``CollectiveTimeoutError``); headers that differ are a desync (``CollectiveDesyncError``,
+   the same message on every rank: rank 0's call against the first rank that differs).
 2. **Data** (data communicator): MPI's non-blocking collective (``Iallreduce``, ``Ibcast``...)
    on the arrays' own memory, completed by a ``Test`` loop that checks the deadline.
 
@@ -26,23 +29,20 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional
 
 import numpy as np
 
 from . import _mpi_ops as ops
+from . import _mpi_small as small
 from ._backend import collective_error
 from ._mpi_load import load_mpi
+from ._mpi_small import Call, describe
 
-KINDS = {"all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "reduce_scatter": 5,
-         "all_to_all": 6, "barrier": 7, "send": 8, "recv": 9}
-KIND_NAMES = {v: k for k, v in KINDS.items()}
-_REDUCING = ("all_reduce", "reduce", "reduce_scatter")
-_ROOTED = ("broadcast", "reduce")
 _TAG_HDR, _TAG_NOTICE, _TAG_P2P_HDR, _TAG_P2P = 7101, 7102, 7103, 7104
-_MAGIC = 0x6E707572
 _NOTICE_BYTES = 4096
-_HOT_S = 0.0002  # poll MPI_Test back to back this long (MPI progresses only inside its calls),
+_HOT_S = 0.000005  # poll MPI_Test back to back this long (MPI progresses only inside its calls:
+# longer starves a peer that shares this core; none when the host has more ranks than cores),
 _SPIN_S = 0.002  # then yielding the core between polls this long, then sleeping between polls
 _DATA_SPIN_S = 0.05  # (the data exchange, once every rank arrived, yields this long)
 
@@ -72,42 +72,6 @@ def _aborted(label: str, seq: int, at: int, reason: str, like: Optional[BaseExce
         err.code, err.name = like.code, like.name
     return err
 
-
-class Call:
-    """One collective as every rank describes it (the header) plus this rank's buffers."""
-
-    __slots__ = ("kind", "seq", "dtype", "count", "op", "root", "send", "recv", "peer", "timeout_s")
-
-    def __init__(self, kind: str, seq: int, dtype: str, count: int, op: int, root: int,
-                 send: Optional[memoryview], recv: Optional[memoryview], peer: int, timeout_s: float) -> None:
-        self.kind, self.seq, self.dtype, self.count = kind, seq, dtype, count
-        self.op, self.root, self.send, self.recv, self.peer, self.timeout_s = op, root, send, recv, peer, timeout_s
-
-    def label(self) -> str:
-        """``all_reduce(float32 x 4, sum)``: the collective as errors name it."""
-        extra = f", {ops.OP_NAMES.get(self.op, self.op)}" if self.kind in _REDUCING else ""
-        if self.kind in _ROOTED:
-            extra += f", root {self.root}"
-        elif self.kind in ("send", "recv"):
-            extra += f", {'to' if self.kind == 'send' else 'from'} {self.peer}"
-        return f"{self.kind}({self.dtype} x {self.count}{extra})"
-
-    def header(self) -> np.ndarray:
-        op = self.op if self.kind in _REDUCING else -1
-        root = self.root if self.kind in _ROOTED else -1
-        return np.array([_MAGIC, self.seq, KINDS[self.kind], ops.DTYPES[self.dtype][0], self.count, op, root, 0],
-                        dtype=np.int64)
-
-
-def describe(h: Sequence[int]) -> str:
-    kind = KIND_NAMES.get(int(h[2]), f"kind {int(h[2])}")
-    dt = ops.NAMES_BY_CODE.get(int(h[3]), f"dtype {int(h[3])}")
-    s = f"{kind}({dt}[{int(h[4])}]"
-    if int(h[5]) >= 0:
-        s += f", op={ops.OP_NAMES.get(int(h[5]), int(h[5]))}"
-    if int(h[6]) >= 0:
-        s += f", root={int(h[6])}"
-    return s + f") at #{int(h[1])}"
 
 
 class MpiComm:
@@ -141,6 +105,15 @@ class MpiComm:
         self._last_seq = 0
         _ALL.add(self)
         self._status = MPI.Status()
+        self._statuses: List[Any] = []  # _wait's MPI_Testsome statuses
+        self.eager_limit = small.eager_limit()
+        local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "")
+        self._hot_s = 0.0 if local.isdigit() and int(local) > len(os.sched_getaffinity(0)) else _HOT_S
+        row = small.inbox_bytes(self.size)
+        self._inbox = np.zeros((self.size, row), np.uint8)  # row p: rank p's header (+ payload)
+        self._outbox = np.zeros((max(1, self.size - 1), row), np.uint8)
+        # every collective's first receives: persistent, started anew by each (MPI_Startall)
+        self._recvs = [self.ctl.Recv_init([self._inbox[p], MPI.BYTE], source=p, tag=_TAG_HDR) for p in self.peers]
 
     # -- the entry point -------------------------------------------------------------
     def run(self, c: Call) -> None:
@@ -151,12 +124,16 @@ class MpiComm:
             self._last_seq = c.seq
             deadline = time.monotonic() + c.timeout_s
             try:
-                self._check_notice(c)
+                self._check_left(c)
                 if c.kind in ("send", "recv"):
                     self._p2p(c, deadline)
+                elif small.eligible(c.kind, c.dtype, c.count, self.size, self.eager_limit):
+                    c.eager = True
+                    self._exchange(c, deadline, small.messages(c, self.rank, self.size, self._outbox, self._inbox))
+                    small.finish(c, self.rank, self.size, self._inbox)
                 else:
                     if self.size > 1:
-                        self._headers(c, deadline)
+                        self._exchange(c, deadline, small.header_only(c, self.rank, self.size, self._inbox))
                     self._data(c, deadline)
             except self.MPI.Exception as e:
                 raise self._fail(self._mpi_failure(c, e), c.seq) from None
@@ -166,22 +143,34 @@ class MpiComm:
 
     # -- waiting ---------------------------------------------------------------------
     def _wait(self, c: Call, reqs: List[Any], deadline: float, on_timeout: Any, hot: bool = False) -> None:
-        """Polls ``reqs`` until done or ``deadline``: back to back for 0.2 ms, then yielding
-        the core between polls, then sleeping between polls (backing off to 1 ms). Arrival
-        may take long: it yields for 2 ms. The data exchange (``hot``: every rank arrived)
-        yields for 50 ms: Open MPI's non-blocking collectives progress only inside MPI
-        calls, so a sleep between polls stalls the next round of the algorithm."""
+        """Polls ``reqs`` until done or ``deadline``: back to back for 5 µs (none with more
+        ranks than cores here: a spin keeps a peer sharing the core from sending what it
+        waits for), then yielding the core between polls, then sleeping (backing off to
+        1 ms). A poll is one ``MPI_Testsome`` over ``reqs`` and the abort-notice receive
+        (a notice is seen even by a rank whose exchange completes at once). Arrival yields
+        for 2 ms; the data exchange (``hot``: every rank arrived) for 50 ms: Open MPI's
+        non-blocking collectives progress only inside MPI calls (DESIGN.md, "Collectives
+        over MPI")."""
         MPI = self.MPI
         t0 = time.monotonic()
         spin = _DATA_SPIN_S if hot else _SPIN_S
         pause = 0.0
-        while not MPI.Request.Testall(reqs):
-            self._check_notice(c)
+        polled, left, sts = list(reqs) + [self._notice], len(reqs), self._statuses
+        while True:
+            done = MPI.Request.Testsome(polled, sts)
+            for k, i in enumerate(done or ()):
+                if i < len(reqs):
+                    left -= 1
+                else:  # raises, or records a rank that left and receives the next notice
+                    self._on_notice(c, sts[k])
+                    polled[-1] = self._notice
+            if not left:
+                return
             now = time.monotonic()
             if now >= deadline:
                 self._keep.append(reqs)
                 raise on_timeout()
-            if now - t0 < _HOT_S:
+            if now - t0 < self._hot_s:
                 continue
             if now - t0 < spin:
                 os.sched_yield()
@@ -191,24 +180,32 @@ class MpiComm:
 
     def _check_notice(self, c: Call) -> None:
         while self._notice.Test(self._status):
-            src = self._status.Get_source()
-            try:
-                note = json.loads(bytes(self._notice_buf[: self._status.Get_count(self.MPI.BYTE)]).decode())
-            except ValueError:
-                note = {"msg": "(unreadable abort notice)"}
-            self._post_notice()
-            if note.get("kind") == "left":  # fine for the collectives it took part in
-                self._left[int(note.get("rank", src))] = (int(note.get("seq", 0)), str(note.get("what", "left")))
-                continue
-            missing = note.get("missing")
-            if note.get("kind") == "timeout" and note.get("seq") == c.seq and missing and self.rank not in missing:
-                err = self.timeout_error(c, missing, float(note.get("secs", c.timeout_s)))
-            elif note.get("kind") == "rank_failed" and note.get("rank") != self.rank:
-                err = collective_error("rank_failed", c.label(), c.seq, [int(note["rank"])], note.get("what", "failed"), self.rank)
-            else:
-                err = _aborted(c.label(), c.seq, int(note.get("seq", c.seq)), f"rank {src}: {note.get('msg', '?')}",
-                               None, str(note.get("cls", "RankFailedError")))
-            raise self._fail(err, int(note.get("seq", c.seq)))
+            self._on_notice(c, self._status)
+
+    def _on_notice(self, c: Call, status: Any) -> None:
+        """Handles the notice that came (``status``: its receive's): raises the error it
+        means for ``c``, or records a rank that left (raising if ``c`` needs it)."""
+        src = status.Get_source()
+        try:
+            note = json.loads(bytes(self._notice_buf[: status.Get_count(self.MPI.BYTE)]).decode())
+        except ValueError:
+            note = {"msg": "(unreadable abort notice)"}
+        self._post_notice()
+        if note.get("kind") == "left":  # fine for the collectives it took part in
+            self._left[int(note.get("rank", src))] = (int(note.get("seq", 0)), str(note.get("what", "left")))
+            self._check_left(c)
+            return
+        missing = note.get("missing")
+        if note.get("kind") == "timeout" and note.get("seq") == c.seq and missing and self.rank not in missing:
+            err = self.timeout_error(c, missing, float(note.get("secs", c.timeout_s)))
+        elif note.get("kind") == "rank_failed" and note.get("rank") != self.rank:
+            err = collective_error("rank_failed", c.label(), c.seq, [int(note["rank"])], note.get("what", "failed"), self.rank)
+        else:
+            err = _aborted(c.label(), c.seq, int(note.get("seq", c.seq)), f"rank {src}: {note.get('msg', '?')}",
+                           None, str(note.get("cls", "RankFailedError")))
+        raise self._fail(err, int(note.get("seq", c.seq)))
+
+    def _check_left(self, c: Call) -> None:
         if c.kind not in ("send", "recv"):
             for r, (seq, what) in self._left.items():
                 if c.seq > seq:  # this collective needs rank r, which left after #seq
@@ -294,25 +291,34 @@ class MpiComm:
         except (self.MPI.Exception, AttributeError, NotImplementedError):
             return []
 
-    # -- phase 1: headers ------------------------------------------------------------
-    def _headers(self, c: Call, deadline: float) -> None:
-        MPI = self.MPI
-        mine = c.header()
-        theirs = np.zeros((self.size, mine.size), dtype=np.int64)
-        theirs[self.rank] = mine
-        recvs = [self.ctl.Irecv([theirs[p], MPI.INT64_T], source=p, tag=_TAG_HDR) for p in self.peers]
-        sends = [self.ctl.Isend([mine, MPI.INT64_T], dest=p, tag=_TAG_HDR) for p in self.peers]
+    # -- phase 1: headers (the whole collective on the one-phase path) ---------------
+    def _exchange(self, c: Call, deadline: float, msgs: List[Any]) -> None:
+        """Sends ``(peer, header + payload)`` messages, receives every peer's into its
+        inbox row (this rank's own holds its header), and checks that every rank called
+        the same collective."""
+        MPI, inbox, recvs = self.MPI, self._inbox, self._recvs
+        MPI.Prequest.Startall(recvs)
+        sends = [self.ctl.Isend([m, MPI.BYTE], dest=p, tag=_TAG_HDR) for p, m in msgs]
 
         def missing() -> BaseException:
             late = [p for p, r in zip(self.peers, recvs, strict=True) if not _done(r)]
-            self._keep.append((mine, theirs, sends))
+            self._keep.append((inbox, self._outbox, recvs, msgs, sends))
+            self._inbox = self._outbox = self._recvs = None  # type: ignore[assignment]  # MPI may still write them
             return self._timeout(c, late)
 
         self._wait(c, recvs + sends, deadline, missing)
+        heads = inbox[:, : small.HEADER_BYTES]
+        if heads.tobytes() == heads[0].tobytes() * self.size:
+            return
+        theirs = heads.view(np.int64)
         first = theirs[0]
         for p in range(1, self.size):
             if not np.array_equal(theirs[p], first):
-                detail = f"rank 0 called {describe(first)}, rank {p} called {describe(theirs[p])}"
+                if np.array_equal(theirs[p][:7], first[:7]):
+                    detail = (f"rank 0 and rank {p} called {describe(first)} but took different paths "
+                              "(NPURT_MPI_EAGER_BYTES differs between them)")
+                else:
+                    detail = f"rank 0 called {describe(first)}, rank {p} called {describe(theirs[p])}"
                 raise collective_error("desync", c.label(), c.seq, [0, p], detail, self.rank)
 
     # -- phase 2: data ---------------------------------------------------------------
@@ -368,6 +374,8 @@ class MpiComm:
             except self.MPI.Exception:
                 return
             if self.failed is None:
+                for req in self._recvs:
+                    req.Free()
                 for comm in (self.data, self.ctl):
                     comm.Free()
 

@@ -2,7 +2,7 @@
 //! (`local`, `shm`, `HcclCommInitAll`), the error factory, HCCL's codes, task waits and the
 //! `mpi` backend's task launch.
 
-use super::{coll_err, group_timeout, PyComm};
+use super::{coll_err, group_timeout, PyComm, SETTLE};
 use crate::args::{int_arg, str_arg, timeout_arg};
 use crate::device::device_id;
 use crate::errors::{type_error, value_error, IntoPy};
@@ -136,14 +136,18 @@ fn _wait_task(
 
 /// Queues `func()` on `stream`'s host engine as collective `kind` (torch's name:
 /// `all_reduce`...) moving `nbytes`: profiles show it as HCCL's call (`HcclAllReduce`), not
-/// as a host callback. The `mpi` backend's tasks go through here.
+/// as a host callback. The `mpi` backend's tasks go through here. `run_here`: if `stream`
+/// is idle (or settles within `SETTLE`), this thread runs `func` itself before returning
+/// (host-synchronous, as `_Comm.run_sync`); its failure is still the stream's error.
 #[pyfunction]
+#[pyo3(signature = (stream, func, kind, nbytes, run_here=false))]
 fn _launch_collective(
     py: Python<'_>,
     stream: &Bound<'_, PyAny>,
     func: Py<PyAny>,
     kind: &str,
     nbytes: u64,
+    run_here: bool,
 ) -> PyResult<()> {
     let s = stream_or_current(Some(stream))?;
     let k = CollKind::from_name(kind).ok_or_else(|| value_error(format!("unknown collective {kind:?}")))?;
@@ -155,7 +159,14 @@ fn _launch_collective(
         ..EngineDesc::new(TaskKind::HostFunc, nbytes)
     };
     let op = host_op(func, PyTuple::empty(py).unbind());
-    submit(py, &s, s.try_launch_described(Engine::Host, op, desc))
+    let here = run_here && (s.is_idle() || py.detach(|| s.settle(SETTLE)));
+    let r = if here {
+        // The op takes the interpreter lock back to call `func` on this thread.
+        py.detach(|| s.try_launch_host_here(op, desc))
+    } else {
+        s.try_launch_described(Engine::Host, op, desc)
+    };
+    submit(py, &s, r)
 }
 
 /// Whether process `pid` is gone (or a zombie).

@@ -243,7 +243,7 @@ impl PyComm {
 /// How long `enqueue(run_here=True)` waits for the owner of a stream with nothing pending
 /// to let go of it (`Stream::settle`): else the call is queued, and so are the calls after
 /// it while it runs (each finds the stream busy), for a whole burst of collectives.
-const SETTLE: Duration = Duration::from_micros(200);
+pub(super) const SETTLE: Duration = Duration::from_micros(200);
 
 /// The interrupt check of a collective run on a Python thread (`collective::with_interrupt`):
 /// runs the signal handlers; an exception they raise (KeyboardInterrupt) stays set for the
