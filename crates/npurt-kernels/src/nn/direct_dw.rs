@@ -12,11 +12,30 @@
 //! output row `q` the input rows `q + a` come in ascending `a`, each row's columns in
 //! ascending `b`. The same operations in the same order as `one_channel`: the same bits.
 
-use super::direct_simd::{check_reads, put, Lanes, Rows, ROWS};
+use super::direct_simd::{check_reads, put, Kind, Lanes, Rows, ROWS};
+
+/// The 3×3 loops (`direct_simd::run` picks them).
+pub(super) struct Rows3x3;
+/// The 5×5 loops.
+pub(super) struct Rows5x5;
+
+impl Kind for Rows3x3 {
+    #[inline(always)]
+    fn go<S: Lanes, F: Fn(f32) -> f32 + Copy>(s: S, job: &Rows<'_>, f: F) {
+        rows::<S, F, 3, 3>(s, job, f)
+    }
+}
+
+impl Kind for Rows5x5 {
+    #[inline(always)]
+    fn go<S: Lanes, F: Fn(f32) -> f32 + Copy>(s: S, job: &Rows<'_>, f: F) {
+        rows::<S, F, 5, 5>(s, job, f)
+    }
+}
 
 /// Every row of the band, [`ROWS`] at a time, then one at a time.
 #[inline(always)]
-pub(super) fn rows<S: Lanes, F: Fn(f32) -> f32 + Copy, const KH: usize, const KW: usize>(s: S, job: &Rows<'_>, f: F) {
+fn rows<S: Lanes, F: Fn(f32) -> f32 + Copy, const KH: usize, const KW: usize>(s: S, job: &Rows<'_>, f: F) {
     debug_assert_eq!(job.taps.len(), KH * KW);
     // Plain loops: `array::from_fn` is not inlined into the ISA-compiled body (its
     // closure would call the vector intrinsics out of line).

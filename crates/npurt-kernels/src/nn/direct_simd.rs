@@ -15,6 +15,7 @@ use super::direct::MB;
 use super::direct_dw as dw;
 use super::epilogue::{Epilogue, Visit};
 use crate::isa::Isa;
+use std::marker::PhantomData;
 
 /// Output rows per register tile of a one-channel-per-group convolution.
 pub(super) const ROWS: usize = 4;
@@ -44,23 +45,64 @@ pub(super) struct Rows<'a> {
     pub reuse: Option<(usize, usize)>,
 }
 
-/// Runs `job` compiled for `level` (the CPU's best at most).
+/// Runs `job` compiled for `level` (the CPU's best at most). Each loop family is its own
+/// ISA-compiled function (`Kind`): adding one must not change how another is compiled.
 pub(super) fn run(level: Isa, job: Rows<'_>) {
+    match (job.mb == 1 && job.sw == 1, job.reuse) {
+        (true, Some((3, 3))) => dispatch::<dw::Rows3x3>(level, job),
+        (true, Some((5, 5))) => dispatch::<dw::Rows5x5>(level, job),
+        _ => dispatch::<Taps>(level, job),
+    }
+}
+
+fn dispatch<K: Kind>(level: Isa, job: Rows<'_>) {
     #[cfg(target_arch = "x86_64")]
     {
         if level == Isa::Avx512 {
             if let Some(s) = pulp::x86::V4::try_new() {
-                return s.vectorize(Job { s, job });
+                return s.vectorize(Job::<_, K> {
+                    s,
+                    job,
+                    kind: PhantomData,
+                });
             }
         }
         if level != Isa::Scalar {
             if let Some(s) = pulp::x86::V3::try_new() {
-                return s.vectorize(Job { s, job });
+                return s.vectorize(Job::<_, K> {
+                    s,
+                    job,
+                    kind: PhantomData,
+                });
             }
         }
     }
     let _ = level;
-    pulp::NullaryFnOnce::call(Job { s: Portable, job })
+    pulp::NullaryFnOnce::call(Job::<_, K> {
+        s: Portable,
+        job,
+        kind: PhantomData,
+    })
+}
+
+/// A family of the band's loops, compiled per lane type and epilogue formula.
+pub(super) trait Kind {
+    fn go<S: Lanes, F: Fn(f32) -> f32 + Copy>(s: S, job: &Rows<'_>, f: F);
+}
+
+/// Tap by tap: channel blocks, or rows of one channel.
+struct Taps;
+
+impl Kind for Taps {
+    #[inline(always)]
+    fn go<S: Lanes, F: Fn(f32) -> f32 + Copy>(s: S, job: &Rows<'_>, f: F) {
+        match (job.mb == 1, job.sw == 1) {
+            (true, true) => one_channel_rows::<S, F, true>(s, job, f),
+            (true, false) => one_channel_rows::<S, F, false>(s, job, f),
+            (false, true) => channel_blocks::<S, F, true>(s, job, f),
+            (false, false) => channel_blocks::<S, F, false>(s, job, f),
+        }
+    }
 }
 
 /// A vector of `L` f32 lanes on one ISA level.
@@ -188,12 +230,13 @@ impl Lanes for Portable {
     }
 }
 
-struct Job<'a, S> {
+struct Job<'a, S, K> {
     s: S,
     job: Rows<'a>,
+    kind: PhantomData<K>,
 }
 
-impl<S: Lanes> pulp::NullaryFnOnce for Job<'_, S> {
+impl<S: Lanes, K: Kind> pulp::NullaryFnOnce for Job<'_, S, K> {
     type Output = ();
     #[inline(always)]
     fn call(self) {
@@ -203,19 +246,11 @@ impl<S: Lanes> pulp::NullaryFnOnce for Job<'_, S> {
 }
 
 /// The band's loops compiled once per epilogue formula `f` (no dispatch per chunk).
-impl<S: Lanes> Visit for Job<'_, S> {
+impl<S: Lanes, K: Kind> Visit for Job<'_, S, K> {
     type Out = ();
     #[inline(always)]
     fn go<F: Fn(f32) -> f32 + Copy>(self, f: F) {
-        let Job { s, job } = self;
-        match (job.mb == 1, job.sw == 1) {
-            (true, true) if job.reuse == Some((3, 3)) => dw::rows::<S, F, 3, 3>(s, &job, f),
-            (true, true) if job.reuse == Some((5, 5)) => dw::rows::<S, F, 5, 5>(s, &job, f),
-            (true, true) => one_channel_rows::<S, F, true>(s, &job, f),
-            (true, false) => one_channel_rows::<S, F, false>(s, &job, f),
-            (false, true) => channel_blocks::<S, F, true>(s, &job, f),
-            (false, false) => channel_blocks::<S, F, false>(s, &job, f),
-        }
+        K::go(self.s, &self.job, f)
     }
 }
 
