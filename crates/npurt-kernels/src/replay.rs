@@ -241,15 +241,54 @@ impl Replay {
         let Some((i, inst)) = self.claim() else {
             return Ok(false);
         };
+        self.queue_claimed(i, &inst, s, inputs, outputs).map(|()| true)
+    }
+
+    /// [`Replay::run`] into new arrays of the instance's output shapes and dtypes on its
+    /// device (the caching pool, as `DeviceArray::empty_for`), returned; None when every
+    /// instance is busy. One call for a serving loop's request.
+    pub fn run_fresh(&self, s: &Stream, inputs: &[DeviceArray]) -> Result<Option<Vec<DeviceArray>>, ArrayError> {
+        let Some((i, inst)) = self.claim() else {
+            return Ok(None);
+        };
+        let outs = inst
+            .outputs
+            .iter()
+            .map(|o| {
+                DeviceArray::empty_for(
+                    Some(i64::from(o.device())),
+                    o.tensor().dtype(),
+                    o.tensor().shape().to_vec(),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>();
+        match outs {
+            Ok(outs) => self.queue_claimed(i, &inst, s, inputs, &outs).map(|()| Some(outs)),
+            Err(e) => {
+                self.slots.lock()[i].1 = State::Free;
+                Err(e)
+            }
+        }
+    }
+
+    /// Queues a run of claimed instance `i` and records whether it is busy.
+    fn queue_claimed(
+        &self,
+        i: usize,
+        inst: &Instance,
+        s: &Stream,
+        inputs: &[DeviceArray],
+        outputs: &[DeviceArray],
+    ) -> Result<(), ArrayError> {
         let before = s.submitted_count();
-        let res = Self::queue(&inst, s, inputs, outputs);
+        let res = Self::queue(inst, s, inputs, outputs);
         let state = if s.submitted_count() == before {
             State::Free
         } else {
             State::Busy(s.clone(), s.submitted_count())
         };
         self.slots.lock()[i].1 = state;
-        res.map(|()| true)
+        res
     }
 
     fn queue(inst: &Instance, s: &Stream, inputs: &[DeviceArray], outputs: &[DeviceArray]) -> Result<(), ArrayError> {

@@ -83,6 +83,20 @@ impl PyReplay {
         let (ins, outs) = (arrays(&inputs, "input")?, arrays(&outputs, "output")?);
         py.detach(|| self.r.run(&s, &ins, &outs)).map_err(array_err)
     }
+
+    /// `run` into new output arrays, returned (None, with nothing queued, when every
+    /// instance is busy): the allocation and the queueing in one call without the GIL.
+    fn run_fresh(
+        &self,
+        py: Python<'_>,
+        stream: &Bound<'_, PyAny>,
+        inputs: Vec<Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Vec<PyArray>>> {
+        let s = stream_or_current(Some(stream))?;
+        let ins = arrays(&inputs, "input")?;
+        let outs = py.detach(|| self.r.run_fresh(&s, &ins)).map_err(array_err)?;
+        Ok(outs.map(|v| v.into_iter().map(|a| PyArray { a }).collect()))
+    }
 }
 
 /// Starts capturing this thread's kernel launches on `stream` (for `_Replay.add`).

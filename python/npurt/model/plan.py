@@ -93,8 +93,13 @@ class Plan:
         """Queues one run on ``stream``. With ``replay`` (and a replayable plan) an idle
         recorded instance is replayed (one native call; a new instance is recorded when all
         are busy, up to ``MAX_INSTANCES``); otherwise the steps run one by one."""
-        res = self._outputs(outputs, device)
         rp = self._replay if replay else None
+        if rp is not None and outputs is None:
+            # New outputs: allocated and the run queued in one native call.
+            fresh = rp.run_fresh(stream, [a._a for a in inputs])
+            if fresh is not None:
+                return [DeviceArray(o) for o in fresh]
+        res = self._outputs(outputs, device)
         if rp is not None:
             ins, outs = [a._a for a in inputs], [o._a for o in res]
             if rp.run(stream, ins, outs) or (self._record(rp, stream, device) and rp.run(stream, ins, outs)):
