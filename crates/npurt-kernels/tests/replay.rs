@@ -133,3 +133,40 @@ fn a_replay_checks_its_argument_counts() {
     assert!(r.run(&s, &[f32_array()], &[f32_array()]).unwrap());
     s.synchronize(None).unwrap();
 }
+
+#[test]
+fn a_fresh_run_returns_new_outputs_and_frees_the_instance_on_errors() {
+    let s = stream();
+    let r = Replay::new();
+    r.add(record(&s));
+    let a = f32_array();
+    fill_on(&s, &a, 2.0);
+    s.launch(Arc::new(Busy::new(Duration::from_millis(30))), 1).unwrap();
+    let outs = r
+        .run_fresh(&s, std::slice::from_ref(&a))
+        .unwrap()
+        .expect("an idle instance");
+    assert_eq!((outs.len(), outs[0].tensor().shape()), (1, &[N][..]));
+    assert_eq!(outs[0].tensor().dtype(), DType::F32);
+    assert_eq!(
+        outs[0].last_writer().as_ref(),
+        Some(&s),
+        "the caller's stream writes it"
+    );
+    assert!(
+        r.run_fresh(&s, std::slice::from_ref(&a)).unwrap().is_none(),
+        "the only instance is busy"
+    );
+    assert!(read(&outs[0]).iter().all(|&x| x == 9.0));
+    // Two fresh runs give two arrays, each with its own result.
+    let first = r.run_fresh(&s, std::slice::from_ref(&a)).unwrap().unwrap();
+    s.synchronize(None).unwrap();
+    fill_on(&s, &a, -1.0);
+    let second = r.run_fresh(&s, &[a]).unwrap().unwrap();
+    assert!(read(&first[0]).iter().all(|&x| x == 9.0));
+    assert!(read(&second[0]).iter().all(|&x| x == 0.0));
+    // A bad argument count queues nothing and leaves the instance free.
+    assert!(r.run_fresh(&s, &[]).is_err());
+    assert!(r.run_fresh(&s, &[f32_array()]).unwrap().is_some());
+    s.synchronize(None).unwrap();
+}
