@@ -38,6 +38,12 @@ fn pools_2d_fast_path_matches_the_general_path_bitwise() {
         ([1, 4, 5, 37], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
         // Two blocks whose boundary falls inside a row and a plane (the whole-row runs).
         ([1, 7, 82, 122], [2, 2], [2, 2], [0, 0, 0, 0], [1, 1], false),
+        // Max pools on prepared rows (`pool_max.rs`): rows of several tile groups split
+        // between blocks mid-row, asymmetric pads wider than half the kernel, a 7x7/2
+        // window in ceil mode, even left pads (the phases swap).
+        ([1, 5, 40, 130], [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], false),
+        ([1, 3, 11, 50], [2, 4], [1, 1], [1, 3, 0, 2], [1, 1], false),
+        ([1, 2, 23, 29], [7, 7], [2, 2], [3, 2, 3, 3], [1, 1], true),
     ];
     for (i, &(xs, k, st, pd, dl, ceil)) in cases.iter().enumerate() {
         let (mut x, _) = random(&mut rng, DType::F32, &xs, -1.0, 1.0);

@@ -18,6 +18,7 @@ mod index;
 mod pad;
 mod pool;
 mod pool2d;
+mod pool_max;
 mod resize;
 mod row_cursor;
 mod topk;

@@ -9,6 +9,7 @@
 
 use super::inside;
 use super::pool::PoolKind;
+use super::pool_max;
 use super::row_cursor::{RowCursor, RowSeg};
 use super::Window;
 use crate::TensorView;
@@ -17,8 +18,8 @@ use std::cell::RefCell;
 /// Per output index along one axis: the kernel positions `[lo, hi)` inside the input, and
 /// how many lie inside the padded input (for `count_include_pad`).
 pub(super) struct Axis {
-    lo: Vec<usize>,
-    hi: Vec<usize>,
+    pub(super) lo: Vec<usize>,
+    pub(super) hi: Vec<usize>,
     padded: Vec<usize>,
 }
 
@@ -69,10 +70,27 @@ pub(super) fn run(
 ) {
     ACC.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
-        // The running output row, then an input row's even and odd columns (`rows`).
-        let need = out.shape()[3] + 2 * x.shape()[3].div_ceil(2);
+        let tiles = matches!(kind, PoolKind::Max) && !whole_2x2(x, out, win) && pool_max::fits(x, out, win);
+        // The running output row, then an input row's even and odd columns (`rows`); or
+        // the ring of prepared input rows (`pool_max`).
+        let need = if tiles {
+            pool_max::scratch_len(out.shape()[3], win)
+        } else {
+            out.shape()[3] + 2 * x.shape()[3].div_ceil(2)
+        };
         if scratch.len() < need {
             scratch.resize(need, 0.0);
+        }
+        if tiles {
+            // Its own ISA-compiled function: the row path's code stays as it was compiled.
+            return pool_max::dispatch(pool_max::Job {
+                x,
+                out,
+                win,
+                rows: &axes[0],
+                range: (s, e),
+                scratch: &mut scratch[..need],
+            });
         }
         let job = Rows {
             kind,
