@@ -51,14 +51,18 @@ def test_busy_instances_add_more_and_outputs_are_the_callers():
     m, ref, shape = _load("transformer")
     rng = np.random.default_rng(6)
     xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(6)]
-    s = npurt.Stream()
-    npurt.kernels.busy(0.03, stream=s)  # the runs queue behind it: every instance stays busy
+    ss = [npurt.Stream() for _ in range(3)]
+    for s in ss:
+        npurt.kernels.busy(0.03, stream=s)  # the runs queue behind it: their instances stay busy
     given = npurt.empty((2, 7, 32))
-    outs = [m.run_async([x], stream=s)[0] for x in xs[:-1]] + [m.run_async([xs[-1]], outputs=[given], stream=s)[0]]
+    outs = [m.run_async([x], stream=ss[i % 3])[0] for i, x in enumerate(xs[:-1])]
+    outs.append(m.run_async([xs[-1]], outputs=[given], stream=ss[2])[0])
     assert outs[-1] is given
-    s.synchronize()
-    plan = m.plan(xs[0])
-    assert 2 <= plan.instances <= len(xs)
+    for s in ss:
+        s.synchronize()
+    # One instance per stream: runs queued on one stream reuse its instance (stream order),
+    # a busy instance is never taken by another stream.
+    assert m.plan(xs[0]).instances == 3
     for x, y in zip(xs, outs, strict=True):
         np.testing.assert_allclose(y.to_host(), ref(x), rtol=2e-4, atol=2e-5)
     assert len({id(y) for y in outs}) == len(outs)

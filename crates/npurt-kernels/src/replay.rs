@@ -8,12 +8,15 @@
 //! replayed (random draws, which reserve generator offsets at launch; any task pushed on
 //! the recording stream some other way) *taints* the capture and `end` refuses it.
 //!
-//! Replaying ([`Replay::run`]): claim an idle instance (its previous run completed), copy
-//! the caller's inputs into the instance's, push the kernel list (one `Arc` clone and one
-//! ring push each: no per-node shape work or allocation), copy the instance's outputs
-//! into the caller's. A kernel object may be launched again once its previous launch has
-//! completed (the crate's rule), which the idle check guarantees: an instance is busy
-//! until its stream's completed count reaches the last task of its run.
+//! Replaying ([`Replay::run`]): claim an instance whose last run was queued on the same
+//! stream (stream order runs the new run after it, and its workspace is the warmest), else
+//! an idle one (its previous run completed), copy the caller's inputs into the instance's,
+//! push the kernel list (one `Arc` clone and one ring push each: no per-node shape work or
+//! allocation), copy the instance's outputs into the caller's. A kernel object may be
+//! launched again once its previous launch has completed (the crate's rule): on the same
+//! stream the new launch runs after it; on another, the instance must be idle (its
+//! stream's completed count reached the last task of its run). So a stream with many runs
+//! queued needs one instance, not one per run.
 //!
 //! The sanitizer sees a replay's input and output copies as accesses to the caller's
 //! arrays (racecheck, initcheck); the instance's own arrays and kernels are not tracked.
@@ -217,20 +220,26 @@ impl Replay {
         self.slots.lock().len()
     }
 
-    fn claim(&self) -> Option<(usize, Arc<Instance>)> {
+    /// An instance a run on `s` may use, marked claimed, with the state to restore if the
+    /// run queues nothing: one whose last run was queued on `s` itself first (stream order
+    /// runs the new run after it, and its workspace is the warmest), else an idle one.
+    fn claim(&self, s: &Stream) -> Option<(usize, Arc<Instance>, State)> {
         let mut slots = self.slots.lock();
-        for (i, (inst, st)) in slots.iter_mut().enumerate() {
-            let idle = match st {
-                State::Free => true,
-                State::Claimed => false,
-                State::Busy(s, target) => s.completed() >= *target,
-            };
-            if idle {
-                *st = State::Claimed;
-                return Some((i, inst.clone()));
+        let mut idle = None;
+        for (i, (_, st)) in slots.iter().enumerate() {
+            match st {
+                State::Busy(b, _) if b == s => {
+                    idle = Some(i);
+                    break;
+                }
+                State::Free if idle.is_none() => idle = Some(i),
+                State::Busy(b, target) if idle.is_none() && b.completed() >= *target => idle = Some(i),
+                _ => {}
             }
         }
-        None
+        let i = idle?;
+        let prev = std::mem::replace(&mut slots[i].1, State::Claimed);
+        Some((i, slots[i].0.clone(), prev))
     }
 
     /// Queues one run on `s`: `inputs` (contiguous, the instance's shapes and dtypes) are
@@ -238,17 +247,17 @@ impl Replay {
     /// written by `s`. False (nothing queued) when every instance is busy. May block on a
     /// full ring: call without the GIL.
     pub fn run(&self, s: &Stream, inputs: &[DeviceArray], outputs: &[DeviceArray]) -> Result<bool, ArrayError> {
-        let Some((i, inst)) = self.claim() else {
+        let Some((i, inst, prev)) = self.claim(s) else {
             return Ok(false);
         };
-        self.queue_claimed(i, &inst, s, inputs, outputs).map(|()| true)
+        self.queue_claimed((i, prev), &inst, s, inputs, outputs).map(|()| true)
     }
 
     /// [`Replay::run`] into new arrays of the instance's output shapes and dtypes on its
     /// device (the caching pool, as `DeviceArray::empty_for`), returned; None when every
     /// instance is busy. One call for a serving loop's request.
     pub fn run_fresh(&self, s: &Stream, inputs: &[DeviceArray]) -> Result<Option<Vec<DeviceArray>>, ArrayError> {
-        let Some((i, inst)) = self.claim() else {
+        let Some((i, inst, prev)) = self.claim(s) else {
             return Ok(None);
         };
         let outs = inst
@@ -263,18 +272,21 @@ impl Replay {
             })
             .collect::<Result<Vec<_>, _>>();
         match outs {
-            Ok(outs) => self.queue_claimed(i, &inst, s, inputs, &outs).map(|()| Some(outs)),
+            Ok(outs) => self
+                .queue_claimed((i, prev), &inst, s, inputs, &outs)
+                .map(|()| Some(outs)),
             Err(e) => {
-                self.slots.lock()[i].1 = State::Free;
+                self.slots.lock()[i].1 = prev;
                 Err(e)
             }
         }
     }
 
-    /// Queues a run of claimed instance `i` and records whether it is busy.
+    /// Queues a run of claimed instance `i` and records it busy until that run completes
+    /// (`prev`, its state before the claim, when nothing was queued).
     fn queue_claimed(
         &self,
-        i: usize,
+        (i, prev): (usize, State),
         inst: &Instance,
         s: &Stream,
         inputs: &[DeviceArray],
@@ -283,7 +295,7 @@ impl Replay {
         let before = s.submitted_count();
         let res = Self::queue(inst, s, inputs, outputs);
         let state = if s.submitted_count() == before {
-            State::Free
+            prev
         } else {
             State::Busy(s.clone(), s.submitted_count())
         };

@@ -153,9 +153,10 @@ fn a_fresh_run_returns_new_outputs_and_frees_the_instance_on_errors() {
         Some(&s),
         "the caller's stream writes it"
     );
+    let other = stream();
     assert!(
-        r.run_fresh(&s, std::slice::from_ref(&a)).unwrap().is_none(),
-        "the only instance is busy"
+        r.run_fresh(&other, std::slice::from_ref(&a)).unwrap().is_none(),
+        "busy for another stream"
     );
     assert!(read(&outs[0]).iter().all(|&x| x == 9.0));
     // Two fresh runs give two arrays, each with its own result.
@@ -169,4 +170,36 @@ fn a_fresh_run_returns_new_outputs_and_frees_the_instance_on_errors() {
     assert!(r.run_fresh(&s, &[]).is_err());
     assert!(r.run_fresh(&s, &[f32_array()]).unwrap().is_some());
     s.synchronize(None).unwrap();
+}
+
+#[test]
+fn runs_queued_on_one_stream_share_its_instance() {
+    // Stream order runs each run after the previous one, so eight runs queued behind a busy
+    // kernel reuse the one instance, each with its own result; another stream cannot
+    // claim it until they completed.
+    let (s, other) = (stream(), stream());
+    let r = Replay::new();
+    r.add(record(&s));
+    s.launch(Arc::new(Busy::new(Duration::from_millis(30))), 1).unwrap();
+    let mut runs = Vec::new();
+    for k in 0..8 {
+        let (a, b) = (f32_array(), f32_array());
+        fill_on(&s, &a, k as f64);
+        assert!(r.run(&s, &[a], std::slice::from_ref(&b)).unwrap(), "run {k}");
+        runs.push((k, b));
+    }
+    assert_eq!(r.instances(), 1);
+    assert!(
+        !r.run(&other, &[f32_array()], &[f32_array()]).unwrap(),
+        "busy for another stream"
+    );
+    for (k, b) in &runs {
+        let want = ((*k as f32) + 1.0) * 3.0;
+        assert!(read(b).iter().all(|&x| x == want), "run {k}");
+    }
+    assert!(
+        r.run(&other, &[f32_array()], &[f32_array()]).unwrap(),
+        "idle once they completed"
+    );
+    other.synchronize(None).unwrap();
 }
