@@ -66,18 +66,26 @@ def test_device_utilization_is_measured(dev0):
     assert idle["memory_utilization"] == -1 and idle["aicpu_utilization"] == -1
     # Keep both cores' workers busy with many short kernels for longer than the window.
     s = npurt.Stream()
-    stop = threading.Event()
+    stop, fed = threading.Event(), threading.Event()
 
     def feed():
         while not stop.is_set():
             for _ in range(20):
                 npurt.kernels.busy(0.002, blocks=2, stream=s)  # 2 ms per block
+            fed.set()
             s.synchronize()
 
     t = threading.Thread(target=feed)
     t.start()
     try:
-        busy = max(acl.rt.get_device_utilization_rate(0)[0]["cube_utilization"] for _ in range(3))
+        # Sample once work is queued (a loaded machine may start the feeder late), up to
+        # ten 50 ms windows, until one shows the cores busy.
+        assert fed.wait(10)
+        busy = 0
+        for _ in range(10):
+            busy = max(busy, acl.rt.get_device_utilization_rate(0)[0]["cube_utilization"])
+            if busy >= 30:
+                break
     finally:
         stop.set()
         t.join(30)
