@@ -196,7 +196,17 @@ impl PyComm {
         run_here: bool,
         output: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        sync::run(self, py, kind, array, op, root, streams, run_here, output.filter(|o| !o.is_none()))
+        sync::run(
+            self,
+            py,
+            kind,
+            array,
+            op,
+            root,
+            streams,
+            run_here,
+            output.filter(|o| !o.is_none()),
+        )
     }
 }
 
