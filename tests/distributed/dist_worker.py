@@ -55,12 +55,15 @@ def main(scenario: str) -> object:
         dist.reduce_scatter_tensor(rs, big)
         a2a = npurt.empty((n * world,), "float32")
         dist.all_to_all_single(a2a, big)
+        bc = npurt.to_device(x)
+        dist.broadcast(bc, src=world - 1)
         tot = sum(range(1, world + 1))
         ok = np.array_equal(t.to_host(), np.arange(n, dtype=np.float32) * tot)
         ok &= np.array_equal(o.to_host(), np.concatenate([np.arange(n, dtype=np.float32) * (r + 1) for r in range(world)]))
         base = np.arange(n * world, dtype=np.float32)[rank * n:(rank + 1) * n]
         ok &= np.array_equal(rs.to_host(), sum(base + r for r in range(world)).astype(np.float32))
         ok &= np.array_equal(a2a.to_host(), np.concatenate([base + r for r in range(world)]))
+        ok &= np.array_equal(bc.to_host(), np.arange(n, dtype=np.float32) * world)
         if world > 1:
             p = npurt.to_device(x)
             if rank == 0:
