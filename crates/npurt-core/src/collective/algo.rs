@@ -54,7 +54,7 @@ pub(crate) unsafe fn copy(dst: usize, src: usize, n: usize) {
 /// copies out of the slots with non-temporal stores ([`copy_out`]): with 4 ranks that is
 /// 32 MiB of results, a Zen 5's whole L3, so the lines would be evicted before anyone
 /// reads them; a plain store first reads each line from DRAM (read-for-ownership), a
-/// streaming store does not (2 MiB pieces into 256 MiB on one Zen 5 core: ~30 GB/s plain,
+/// streaming store does not (512 KiB pieces into 256 MiB on one Zen 5 core: ~30 GB/s plain,
 /// ~40 GB/s streaming).
 pub(crate) const STREAM_BYTES: usize = 8 << 20;
 
