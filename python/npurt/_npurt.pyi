@@ -501,6 +501,7 @@ class _Comm:
         root: int,
         streams: Dict[int, Stream],
         run_here: bool = True,
+        output: Optional[Any] = None,
     ) -> bool: ...
 
 def _comm_local(name: str, rank: int, world: int, timeout: Optional[float] = None) -> _Comm: ...

@@ -55,12 +55,15 @@ def main(scenario: str) -> object:
         dist.reduce_scatter_tensor(rs, big)
         a2a = npurt.empty((n * world,), "float32")
         dist.all_to_all_single(a2a, big)
+        bc = npurt.to_device(x)
+        dist.broadcast(bc, src=world - 1)
         tot = sum(range(1, world + 1))
         ok = np.array_equal(t.to_host(), np.arange(n, dtype=np.float32) * tot)
         ok &= np.array_equal(o.to_host(), np.concatenate([np.arange(n, dtype=np.float32) * (r + 1) for r in range(world)]))
         base = np.arange(n * world, dtype=np.float32)[rank * n:(rank + 1) * n]
         ok &= np.array_equal(rs.to_host(), sum(base + r for r in range(world)).astype(np.float32))
         ok &= np.array_equal(a2a.to_host(), np.concatenate([base + r for r in range(world)]))
+        ok &= np.array_equal(bc.to_host(), np.arange(n, dtype=np.float32) * world)
         if world > 1:
             p = npurt.to_device(x)
             if rank == 0:
@@ -70,6 +73,8 @@ def main(scenario: str) -> object:
                 ok &= np.array_equal(p.to_host(), np.arange(n, dtype=np.float32))
         dist.barrier()
         return bool(ok)
+    if scenario == "large":
+        return large(rank, world)
     if scenario == "barriers":  # barriers back to back with small collectives between
         for k in range(300):
             dist.barrier()
@@ -99,6 +104,43 @@ def main(scenario: str) -> object:
             return "desync rank returned"
     dist.all_reduce(t)
     return t.to_host().tolist()
+
+
+def large(rank: int, world: int) -> object:
+    """Receive buffers above the engine's streaming threshold (`STREAM_BYTES`, 8 MiB: the
+    copies out of the slots use non-temporal stores), odd counts (unaligned pieces), and a
+    reduce_scatter whose output is its own chunk of the input (overlapping buffers: its own
+    chunk is staged, not read from the input); returns the collectives that went wrong."""
+    n = (8 << 20) // 4 + 1001  # elements: > 8 MiB in every receive buffer below
+    bad = []
+    x = np.arange(n, dtype=np.float32) * (rank + 1) + 0.25
+    t = npurt.to_device(x)
+    dist.all_reduce(t)
+    if not np.array_equal(t.to_host(), sum(np.arange(n, dtype=np.float32) * (r + 1) + 0.25 for r in range(world))):
+        bad.append("all_reduce")
+    t = npurt.to_device(x)
+    dist.broadcast(t, src=world - 1)
+    if not np.array_equal(t.to_host(), np.arange(n, dtype=np.float32) * world + 0.25):
+        bad.append("broadcast")
+    o = npurt.empty((n * world,), "float32")
+    dist.all_gather_into_tensor(o, npurt.to_device(x))
+    if not np.array_equal(o.to_host(), np.concatenate([np.arange(n, dtype=np.float32) * (r + 1) + 0.25 for r in range(world)])):
+        bad.append("all_gather")
+    big = np.arange(n * world, dtype=np.float32) - rank
+    a2a = npurt.empty((n * world,), "float32")
+    dist.all_to_all_single(a2a, npurt.to_device(big))
+    mine = np.arange(n * world, dtype=np.float32)[rank * n:(rank + 1) * n]
+    if not np.array_equal(a2a.to_host(), np.concatenate([mine - r for r in range(world)])):
+        bad.append("all_to_all")
+    b = npurt.to_device(big)
+    dist.reduce_scatter_tensor(b[rank * n:(rank + 1) * n], b)  # in place: output inside input
+    if not np.array_equal(b.to_host()[rank * n:(rank + 1) * n], sum(mine - r for r in range(world)).astype(np.float32)):
+        bad.append("reduce_scatter in place")
+    rs = npurt.empty((n,), "float32")
+    dist.reduce_scatter_tensor(rs, npurt.to_device(big))
+    if not np.array_equal(rs.to_host(), sum(mine - r for r in range(world)).astype(np.float32)):
+        bad.append("reduce_scatter")
+    return bad
 
 
 def hccl(rank: int, world: int) -> object:

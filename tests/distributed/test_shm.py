@@ -62,6 +62,12 @@ def test_spot_check_8_ranks_and_many_pieces():
         assert res.get("ok") is True, f"rank {r}: {res}"
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_large_buffers_streamed_out_of_the_slots_and_an_in_place_reduce_scatter(world):
+    for r, res in enumerate(results(launch("large", world), timeout=300)):
+        assert res.get("ok") == [], f"rank {r}: {res}"
+
+
 def test_barriers_back_to_back_are_never_a_desync():
     """A rank that leaves a barrier may start its next collective while a slower rank still
     compares the barrier's descriptors on the board: that is not a desync."""

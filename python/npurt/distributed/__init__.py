@@ -78,7 +78,8 @@ def _check(t: Any, what: str) -> Any:
     return t
 
 
-# all_reduce, broadcast and reduce with async_op=False and no timeout first try the
+# all_reduce, broadcast and reduce (in place), all_gather_into_tensor, reduce_scatter_tensor
+# and all_to_all_single (with `output=`) with async_op=False and no timeout first try the
 # backend's one-call path (`ProcessGroup.one_call`: the checks, the stream ordering and the
 # collective in one native call); it returns False, having done nothing, whenever
 # `ProcessGroup.run` must take the call (which also raises every argument error, in the
@@ -118,12 +119,20 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False, timeout=Non
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, timeout=None):
     """``output_tensor`` (world × input elements) gets every rank's ``input_tensor`` in rank order."""
+    g = fast_group(group, async_op, timeout)
+    if (g is not None and isinstance(output_tensor, DeviceArray) and isinstance(input_tensor, DeviceArray)
+            and g.one_call("all_gather", input_tensor._a, 0, 0, g._streams, output=output_tensor._a)):
+        return None
     o, i = _check(output_tensor, "output_tensor"), _check(input_tensor, "input_tensor")
     return group_of(group).run("all_gather", i, o, ReduceOp.SUM, 0, async_op, timeout)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False, timeout=None):
     """Rank r's ``output`` gets chunk r of the reduction of every rank's ``input``."""
+    g = fast_group(group, async_op, timeout)
+    if (g is not None and isinstance(output, DeviceArray) and isinstance(input, DeviceArray)
+            and g.one_call("reduce_scatter", input._a, op, 0, g._streams, output=output._a)):
+        return None
     o, i = _check(output, "output"), _check(input, "input")
     return group_of(group).run("reduce_scatter", i, o, op, 0, async_op, timeout)
 
@@ -134,6 +143,10 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
         from ..exceptions import NotSupportedError
 
         raise NotSupportedError("all_to_all_single: uneven splits are not supported (equal chunks only)")
+    g = fast_group(group, async_op, timeout)
+    if (g is not None and isinstance(output, DeviceArray) and isinstance(input, DeviceArray)
+            and g.one_call("all_to_all", input._a, 0, 0, g._streams, output=output._a)):
+        return None
     o, i = _check(output, "output"), _check(input, "input")
     return group_of(group).run("all_to_all", i, o, ReduceOp.SUM, 0, async_op, timeout)
 

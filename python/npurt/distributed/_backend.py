@@ -129,9 +129,11 @@ class Backend:
         self.collective(kind, send, recv, op, root, stream, timeout_s)
 
     def one_call(self) -> Optional[Any]:
-        """A native ``f(kind, array, op, root, streams) -> bool`` that runs a blocking
-        in-place ``all_reduce`` / ``broadcast`` / ``reduce`` of ``array`` (a DeviceArray's
-        native ``_a``) with the public layer's stream ordering, ``streams`` being the
+        """A native ``f(kind, array, op, root, streams, output=None) -> bool`` that runs a
+        blocking in-place ``all_reduce`` / ``broadcast`` / ``reduce`` of ``array`` (a
+        DeviceArray's native ``_a``), or with ``output`` (another native array) an
+        ``all_gather`` / ``reduce_scatter`` / ``all_to_all`` from ``array`` into it, with
+        the public layer's stream ordering, ``streams`` being the
         group's communication streams by device; False when it did nothing and
         :meth:`run` must take the call (see ``_npurt._Comm.run_sync``). None (the
         default): every call goes through :meth:`run`."""

@@ -179,10 +179,11 @@ impl PyComm {
         Ok((seq, s.submitted_count()))
     }
 
-    /// `npurt.distributed`'s blocking in-place collective (`all_reduce`, `broadcast`,
-    /// `reduce` with `async_op=False` and no per-call timeout) in one call: see
+    /// `npurt.distributed`'s blocking collective (in place: `all_reduce`, `broadcast`,
+    /// `reduce`; with `output`: `all_gather`, `reduce_scatter`, `all_to_all`; with
+    /// `async_op=False` and no per-call timeout) in one call: see
     /// [`sync::run`]. False when the caller must take the general path.
-    #[pyo3(signature = (kind, array, op, root, streams, run_here=true))]
+    #[pyo3(signature = (kind, array, op, root, streams, run_here=true, output=None))]
     #[allow(clippy::too_many_arguments)]
     fn run_sync(
         &self,
@@ -193,8 +194,19 @@ impl PyComm {
         root: u32,
         streams: &Bound<'_, PyDict>,
         run_here: bool,
+        output: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        sync::run(self, py, kind, array, op, root, streams, run_here)
+        sync::run(
+            self,
+            py,
+            kind,
+            array,
+            op,
+            root,
+            streams,
+            run_here,
+            output.filter(|o| !o.is_none()),
+        )
     }
 }
 

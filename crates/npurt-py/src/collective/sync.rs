@@ -1,14 +1,17 @@
 //! `_Comm.run_sync`: `npurt.distributed`'s blocking in-place collective in one native call.
 //!
-//! `dist.all_reduce(t)` (also `broadcast`, `reduce`) with `async_op=False` and no per-call
-//! timeout does what `ProcessGroup.run` does for it, without the Python in between: the
-//! array's checks, HCCL's count and dtype, the current stream, ordering the group's
-//! communication stream after it, the collective (on this thread when that stream is idle:
-//! `enqueue_or_run`), and ordering the current stream after it. Every rule is the general
-//! path's; whenever the general path would do something else (no communication stream for
-//! the array's device yet, a stream with an error, the array on another device than the
-//! current context, a non-contiguous array or a dtype collectives do not take) this
-//! returns False before doing anything, and `ProcessGroup.run` handles the call.
+//! `dist.all_reduce(t)` (also `broadcast`, `reduce`; and with an `output` array,
+//! `all_gather_into_tensor`, `reduce_scatter_tensor`, `all_to_all_single`) with
+//! `async_op=False` and no per-call timeout does what `ProcessGroup.run` does for it,
+//! without the Python in between: the arrays' checks, HCCL's count and dtype, the current
+//! stream, ordering the group's communication stream after it, the collective (on this
+//! thread when that stream is idle: `enqueue_or_run`), and ordering the current stream
+//! after it. Every rule is the general path's; whenever the general path would do
+//! something else (no communication stream for the array's device yet, a stream with an
+//! error, the array on another device than the current context, an output on another
+//! device or of another dtype than the input, a non-contiguous array or a dtype
+//! collectives do not take) this returns False before doing anything, and
+//! `ProcessGroup.run` handles the call.
 
 use super::PyComm;
 use crate::array::PyArray;
@@ -43,8 +46,9 @@ impl Marks {
     }
 }
 
-/// [`PyComm::run_sync`]: `array` is the native array (`t._a`), `op` a `ReduceOp` value,
-/// `root` the group rank of the root, `streams` the group's
+/// [`PyComm::run_sync`]: `array` is the native array (`t._a`; the input of the
+/// two-buffer collectives), `output` the native output array of those (None for the
+/// in-place ones), `op` a `ReduceOp` value, `root` the group rank of the root, `streams` the group's
 /// communication streams by device (`ProcessGroup._streams`), `run_here` the backend's
 /// host-synchronous switch. True when the collective ran (or was queued) and the current
 /// stream is ordered after it; False (nothing done) when the general path must take it.
@@ -58,9 +62,11 @@ pub(super) fn run(
     root: u32,
     streams: &Bound<'_, PyDict>,
     run_here: bool,
+    output: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    let kind = match CollKind::from_name(kind) {
-        Some(k @ (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce)) => k,
+    let kind = match (CollKind::from_name(kind), output.is_some()) {
+        (Some(k @ (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce)), false) => k,
+        (Some(k @ (CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll)), true) => k,
         _ => return Ok(false),
     };
     let Ok(arr) = array.cast::<PyArray>() else {
@@ -68,6 +74,18 @@ pub(super) fn run(
     };
     let a = &arr.get().a;
     let t = a.tensor();
+    // The output of a two-buffer collective: same device and dtype as the input, contiguous.
+    let out = match output.map(|o| o.cast::<PyArray>()) {
+        None => None,
+        Some(Ok(o)) => Some(o.get().a.clone()),
+        Some(Err(_)) => return Ok(false),
+    };
+    if let Some(o) = &out {
+        let ot = o.tensor();
+        if o.buffer().device() != a.buffer().device() || ot.dtype() != t.dtype() || !ot.is_contiguous() {
+            return Ok(false);
+        }
+    }
     let op = op.extract::<u32>().ok().and_then(ReduceOp::from_u32);
     let (Some(dtype), Some(op)) = (HcclDataType::from_name(t.dtype().name()), op) else {
         return Ok(false);
@@ -91,19 +109,32 @@ pub(super) fn run(
     if comm.marks.get(cs.id()) != Some((cur.id(), cur.submitted_count())) {
         cs.wait_stream(&cur).py_err()?;
     }
+    // HCCL's count, as `hccl_count`: the send count for all_gather, the receive count for
+    // reduce_scatter, elements per peer for all_to_all, else the buffer's.
+    let count = match (kind, &out) {
+        (CollKind::ReduceScatter, Some(o)) => o.tensor().numel() as u64,
+        (CollKind::AllToAll, _) => (t.numel() / comm.c.world().max(1) as usize) as u64,
+        _ => t.numel() as u64,
+    };
     let desc = OpDesc {
         kind,
         dtype,
         op,
-        count: t.numel() as u64,
+        count,
         root,
     };
     let send = Region::of(a.buffer(), a.offset(), t.nbytes());
-    // In place: the send side's handle keeps the buffer alive for both.
-    let recv = Region { keep: None, ..send };
+    let recv = match &out {
+        Some(o) => Region::of(o.buffer(), o.offset(), o.tensor().nbytes()),
+        // In place: the send side's handle keeps the buffer alive for both.
+        None => Region { keep: None, ..send },
+    };
     a.prepare_on(cs).py_err()?;
+    if let Some(o) = &out {
+        o.prepare_on(cs).py_err()?;
+    }
     comm.launch(py, cs, desc, Some(send), Some(recv), None, run_here)?;
-    a.mark_written(cs);
+    out.as_ref().unwrap_or(a).mark_written(cs);
     // As `ProcessGroup.run`: a failed collective left its error on `cs` (raised where the
     // result is read: `cs` is the array's last writer), not here.
     if let Err(e) = cur.wait_stream(cs) {
