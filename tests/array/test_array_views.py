@@ -172,3 +172,39 @@ def test_non_contiguous_outputs_and_operators():
     v = d[::2, 1::3]
     np.testing.assert_allclose((v * v + 1.0).to_host(), h[::2, 1::3] ** 2 + 1, **F32)
     np.testing.assert_allclose((d[:, :8] @ d.T[:8, ::-1]).to_host(), h[:, :8].astype(np.float64) @ h.T[:8, ::-1], rtol=1e-5, atol=1e-5)
+
+
+def test_the_no_copy_reshape_rule_is_numpys():
+    """``_npurt._reshape_strides`` (the rule DeviceArray.reshape and the model planner use)
+    against numpy on transposed and sliced views: a view exactly when numpy's reshape
+    shares memory, with numpy's strides."""
+    from npurt import _npurt
+
+    rng = np.random.default_rng(3)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        nd = int(rng.integers(1, 5))
+        shape = [int(d) for d in rng.integers(1, 5, nd)]
+        a = np.empty(shape, np.float32).transpose(rng.permutation(nd))
+        if rng.random() < 0.3:
+            a = a[..., ::2]
+        if a.size == 0:
+            continue
+        # A random factorisation of the size into 1-4 dims (1s included).
+        n, new = a.size, []
+        for _ in range(int(rng.integers(0, 4))):
+            divs = [d for d in range(1, n + 1) if n % d == 0]
+            d = divs[int(rng.integers(0, len(divs)))]
+            new.append(d)
+            n //= d
+        new.append(n)
+        got = _npurt._reshape_strides(list(a.shape), [s // 4 for s in a.strides], new)
+        r = a.reshape(new)
+        view = np.shares_memory(r, a)
+        seen[view] += 1
+        assert (got is not None) == view, (a.shape, a.strides, new)
+        if view:  # strides of size-1 dims are arbitrary in both
+            want = [s for s, d in zip(r.strides, new, strict=True) if d > 1]
+            assert [s * 4 for s, d in zip(got, new, strict=True) if d > 1] == want, (a.shape, a.strides, new, got)
+    assert seen[True] > 50 and seen[False] > 50, seen
+    assert _npurt._reshape_strides([2, 3], [3, 1], [4, 2]) is None  # element counts differ

@@ -70,7 +70,9 @@ pub use movement::{concat, permute, slice, transpose2d};
 pub use norm::{layer_norm, log_softmax, rms_norm, softmax};
 pub use random::{blocks_needed, random, random_with_state, Distribution};
 pub use reduce::{reduce, reduce_out_shape, ReduceOp};
-pub use tensor::{broadcast_shapes, contiguous_strides, normalize_axes, normalize_axis, Keep, TensorView};
+pub use tensor::{
+    broadcast_shapes, contiguous_strides, nocopy_reshape_strides, normalize_axes, normalize_axis, Keep, TensorView,
+};
 
 use npurt_core::{BlockCtx, Kernel, KernelFault};
 use std::sync::{Arc, OnceLock};

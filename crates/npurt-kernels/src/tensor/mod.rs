@@ -9,6 +9,7 @@ mod views;
 
 pub use checks::broadcast_shapes;
 pub(crate) use checks::{check_dtype, check_out_shape, check_output};
+pub use views::nocopy_reshape_strides;
 
 use crate::{DType, KernelArgError};
 use smallvec::SmallVec;

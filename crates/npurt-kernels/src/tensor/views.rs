@@ -127,49 +127,13 @@ impl TensorView {
             let strides = contiguous_strides(&shape);
             return Ok(self.derive(self.addr, shape, strides));
         }
-        // numpy's _attempt_nocopy_reshape (old dims of size 1 dropped).
-        let (od, os): (Vec<usize>, Vec<isize>) = self
-            .shape
-            .iter()
-            .zip(&self.strides)
-            .filter(|(&n, _)| n != 1)
-            .map(|(&n, &s)| (n, s))
-            .unzip();
-        let nd = &shape;
-        let mut ns = vec![0isize; nd.len()];
-        let no_copy = || bad(format!("cannot reshape {:?} to {nd:?} without a copy", self.shape));
-        let (mut oi, mut oj, mut ni, mut nj) = (0usize, 1usize, 0usize, 1usize);
-        while ni < nd.len() && oi < od.len() {
-            let (mut np, mut op) = (nd[ni], od[oi]);
-            while np != op {
-                if np < op {
-                    np *= nd[nj];
-                    nj += 1;
-                } else {
-                    op *= od[oj];
-                    oj += 1;
-                }
-            }
-            for ok in oi..oj - 1 {
-                if od[ok + 1] as isize * os[ok + 1] != os[ok] {
-                    return Err(no_copy());
-                }
-            }
-            ns[nj - 1] = os[oj - 1];
-            for nk in (ni + 1..nj).rev() {
-                ns[nk - 1] = ns[nk] * nd[nk] as isize;
-            }
-            ni = nj;
-            nj += 1;
-            oi = oj;
-            oj += 1;
+        match nocopy_reshape_strides(&self.shape, &self.strides, &shape) {
+            Some(strides) => Ok(self.derive(self.addr, shape, strides)),
+            None => Err(bad(format!(
+                "cannot reshape {:?} to {shape:?} without a copy",
+                self.shape
+            ))),
         }
-        let last = if ni >= 1 { ns[ni - 1] } else { 1 };
-        for s in ns.iter_mut().skip(ni) {
-            *s = last;
-        }
-        let new_strides = ns;
-        Ok(self.derive(self.addr, shape, new_strides))
     }
 
     /// The same elements with the last two dims swapped (a matrix transpose view).
@@ -179,4 +143,55 @@ impl TensorView {
         }
         self.transpose(-1, -2)
     }
+}
+
+/// numpy's no-copy reshape rule (`_attempt_nocopy_reshape`): the strides (elements) that
+/// give the elements of `shape` / `strides` in row-major order with shape `new` (same
+/// element count, at least one element), or None when that needs a copy. The one owner of
+/// the rule: `TensorView::reshape` and the model planner (`_npurt._reshape_strides`) ask it.
+pub fn nocopy_reshape_strides(shape: &[usize], strides: &[isize], new: &[usize]) -> Option<Vec<isize>> {
+    let numel = |d: &[usize]| d.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+    if shape.len() != strides.len() || numel(shape)? != numel(new)? || new.contains(&0) {
+        return None;
+    }
+    // Old dims of size 1 dropped.
+    let (od, os): (Vec<usize>, Vec<isize>) = shape
+        .iter()
+        .zip(strides)
+        .filter(|(&n, _)| n != 1)
+        .map(|(&n, &s)| (n, s))
+        .unzip();
+    let nd = new;
+    let mut ns = vec![0isize; nd.len()];
+    let (mut oi, mut oj, mut ni, mut nj) = (0usize, 1usize, 0usize, 1usize);
+    while ni < nd.len() && oi < od.len() {
+        let (mut np, mut op) = (nd[ni], od[oi]);
+        while np != op {
+            if np < op {
+                np *= nd[nj];
+                nj += 1;
+            } else {
+                op *= od[oj];
+                oj += 1;
+            }
+        }
+        for ok in oi..oj - 1 {
+            if od[ok + 1] as isize * os[ok + 1] != os[ok] {
+                return None;
+            }
+        }
+        ns[nj - 1] = os[oj - 1];
+        for nk in (ni + 1..nj).rev() {
+            ns[nk - 1] = ns[nk] * nd[nk] as isize;
+        }
+        ni = nj;
+        nj += 1;
+        oi = oj;
+        oj += 1;
+    }
+    let last = if ni >= 1 { ns[ni - 1] } else { 1 };
+    for s in ns.iter_mut().skip(ni) {
+        *s = last;
+    }
+    Some(ns)
 }

@@ -290,6 +290,13 @@ pub(crate) fn _matmul_shape(a: Vec<usize>, b: Vec<usize>, trans_a: bool, trans_b
     npurt_kernels::matmul_out_shape(&a, &b, trans_a, trans_b).map_err(kernel_arg)
 }
 
+/// numpy's no-copy reshape rule: the element strides giving `shape` / `strides` as `new`,
+/// or None when that needs a copy (`npurt_kernels::nocopy_reshape_strides`).
+#[pyfunction]
+pub(crate) fn _reshape_strides(shape: Vec<usize>, strides: Vec<isize>, new: Vec<usize>) -> Option<Vec<isize>> {
+    npurt_kernels::nocopy_reshape_strides(&shape, &strides, &new)
+}
+
 #[pyfunction]
 #[pyo3(signature = (xs, axis, out, stream=None))]
 pub(crate) fn _concat(
@@ -323,6 +330,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(_gemm, m)?,
         wrap_pyfunction!(_matmul, m)?,
         wrap_pyfunction!(_matmul_shape, m)?,
+        wrap_pyfunction!(_reshape_strides, m)?,
         wrap_pyfunction!(_concat, m)?,
     ] {
         m.add_function(f)?;

@@ -13,6 +13,7 @@ import numpy as np
 
 import npurt
 
+from ... import _npurt
 from ...exceptions import InvalidValueError
 from .. import fuse
 from ..ir import Ctx, Unsupported, Val
@@ -40,8 +41,10 @@ def _untransposed(ctx: Ctx, v: Val, shape: List[int]) -> Optional[Tuple[Val, Vie
     if v.perm_of is None or not ctx.fuse:
         return None
     src, perm = v.perm_of
-    probe = np.empty(src.shape, np.uint8).transpose(perm)
-    if not np.shares_memory(probe.reshape(shape), probe):
+    # The transposed view's element strides (the source is contiguous), asked against the
+    # runtime's one no-copy reshape rule (DeviceArray.reshape's).
+    strides = [math.prod(src.shape[d + 1 :]) for d in range(len(src.shape))]
+    if math.prod(shape) == 0 or _npurt._reshape_strides([src.shape[p] for p in perm], [strides[p] for p in perm], list(shape)) is None:
         return None
     return src, lambda a: a.transpose(perm).reshape(shape)
 
