@@ -71,6 +71,22 @@ fn code_info<'a>(cache: &'a mut SiteCache, code: &Bound<'_, PyAny>, pkg: &str) -
     }
 }
 
+/// The call-site cache, locked without blocking while this thread holds the GIL: its
+/// holder may be waiting for the GIL (a getattr on a frame can run the garbage collector,
+/// whose finalizers may release the GIL), so a thread that blocked here with the GIL held
+/// would deadlock both (seen in CI). Between tries the GIL is released.
+fn lock_cache(py: Python<'_>) -> std::sync::MutexGuard<'static, SiteCache> {
+    use std::sync::TryLockError;
+    let m = CACHE.get_or_init(Default::default);
+    loop {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(TryLockError::WouldBlock) => py.detach(std::thread::yield_now),
+        }
+    }
+}
+
 fn capture(py: Python<'_>, want: u8) -> PyResult<u32> {
     let getframe = GETFRAME.get_or_try_init(py, || py.import("sys")?.getattr("_getframe").map(Bound::unbind))?;
     let pkg = PACKAGE_DIR.get_or_try_init(py, || -> PyResult<String> {
@@ -86,10 +102,7 @@ fn capture(py: Python<'_>, want: u8) -> PyResult<u32> {
         None
     };
     let mut frame = getframe.bind(py).call0()?;
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let mut cache = lock_cache(py);
     // The innermost frame outside npurt's package (its Python wrappers are not the site).
     // Attribute names interned once (no string built per launch); `f_back` only read for
     // npurt's own frames.
