@@ -205,8 +205,8 @@ def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[s
         v = get(info.name)
         ctx.node = f"output {info.name!r}"
         slot = v.slot
-        if not v.known and slot not in used:
-            _root_at(ctx.slots, slot, used)
+        if not v.known:
+            _root_at(ctx.slots, slot)
         if v.known or ctx.slots[slot].kind != "ws" or slot in used:
             need_dtype(ctx, v, what="the output")
             o = ctx.new(v.shape, v.dtype)
@@ -219,13 +219,14 @@ def build(graph: Graph, shapes: Sequence[Tuple[int, ...]], in_dtypes: Sequence[s
     return Plan(ctx.slots, _live(ctx.slots, ctx.steps), len(graph.inputs), asked)
 
 
-def _root_at(slots: List[Slot], slot: int, used: Set[int]) -> None:
+def _root_at(slots: List[Slot], slot: int) -> None:
     """Makes view ``slot`` of a workspace slot the root of that memory (the old root and its
     other views become views of it), so a graph output that is a reshape of a kernel's
-    result is written by that kernel instead of copied after it."""
+    result is written by that kernel instead of copied after it. Nothing for any other slot
+    (a root already, or a view of an input, a constant or another output's memory)."""
     s = slots[slot]
     base = s.base
-    if s.kind != "view" or base is None or slots[base].kind != "ws" or base in used:
+    if s.kind != "view" or base is None or slots[base].kind != "ws":
         return
     for t in slots:
         if t.kind == "view" and t.base == base:
