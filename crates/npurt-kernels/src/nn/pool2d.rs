@@ -107,21 +107,7 @@ pub(super) fn run(
 
 /// Runs `job` compiled for the elementwise family's ISA path.
 fn dispatch(job: Rows<'_>) {
-    #[cfg(target_arch = "x86_64")]
-    match crate::isa::path(crate::isa::Family::Elementwise) {
-        crate::isa::Isa::Avx512 => {
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                return simd.vectorize(job);
-            }
-        }
-        crate::isa::Isa::Avx2 => {
-            if let Some(simd) = pulp::x86::V3::try_new() {
-                return simd.vectorize(job);
-            }
-        }
-        crate::isa::Isa::Scalar => {}
-    }
-    pulp::NullaryFnOnce::call(job)
+    crate::isa::vectorize(crate::isa::path(crate::isa::Family::Elementwise), job)
 }
 
 /// One block's rows, as a function pulp compiles for an ISA level (`vectorize`).

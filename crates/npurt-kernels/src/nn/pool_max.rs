@@ -60,35 +60,13 @@ pub(super) struct Job<'a> {
 }
 
 pub(super) fn dispatch(job: Job<'_>) {
-    #[cfg(target_arch = "x86_64")]
-    match crate::isa::path(crate::isa::Family::Elementwise) {
-        crate::isa::Isa::Avx512 => {
-            if let Some(s) = pulp::x86::V4::try_new() {
-                return s.vectorize(At { s, job });
-            }
-        }
-        crate::isa::Isa::Avx2 => {
-            if let Some(s) = pulp::x86::V3::try_new() {
-                return s.vectorize(At { s, job });
-            }
-        }
-        crate::isa::Isa::Scalar => {}
-    }
-    pulp::NullaryFnOnce::call(At {
-        s: pulp::Scalar::new(),
-        job,
-    })
+    crate::isa::vectorize(crate::isa::path(crate::isa::Family::Elementwise), job)
 }
 
-struct At<'a, S> {
-    s: S,
-    job: Job<'a>,
-}
-
-impl<S: pulp::Simd> pulp::NullaryFnOnce for At<'_, S> {
+impl pulp::WithSimd for Job<'_> {
     type Output = ();
     #[inline(always)]
-    fn call(self) {
+    fn with_simd<S: pulp::Simd>(self, s: S) {
         let Job {
             x,
             out,
@@ -96,8 +74,8 @@ impl<S: pulp::Simd> pulp::NullaryFnOnce for At<'_, S> {
             rows,
             range,
             scratch,
-        } = self.job;
-        run(self.s, x, out, win, rows, range, scratch)
+        } = self;
+        run(s, x, out, win, rows, range, scratch)
     }
 }
 

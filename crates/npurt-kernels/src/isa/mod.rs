@@ -14,6 +14,10 @@
 //! Each [`Family`] has a best path (the highest level it has code for, kept only where
 //! it measured faster); the path it runs is `min(level, best)`.
 
+mod report;
+
+pub use report::{cpu_model, report, IsaReport};
+
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
@@ -154,6 +158,28 @@ macro_rules! isa_call {
 }
 pub(crate) use isa_call;
 
+/// Runs `op` compiled for `level` through pulp's SIMD types (V4: 16 f32 lanes, V3: 8, else
+/// pulp's scalar type): the one place pulp-based kernels turn a path into a SIMD type. A
+/// level the CPU lacks (only under a wrong caller) runs the scalar copy.
+#[inline]
+pub(crate) fn vectorize<Op: pulp::WithSimd>(level: Isa, op: Op) -> Op::Output {
+    #[cfg(target_arch = "x86_64")]
+    match level {
+        Isa::Avx512 => {
+            if let Some(s) = pulp::x86::V4::try_new() {
+                return pulp::Simd::vectorize(s, op);
+            }
+        }
+        Isa::Avx2 => {
+            if let Some(s) = pulp::x86::V3::try_new() {
+                return pulp::Simd::vectorize(s, op);
+            }
+        }
+        Isa::Scalar => {}
+    }
+    op.with_simd(pulp::Scalar::new())
+}
+
 /// What the CPU supports (std caches the feature detection; this caches the rule).
 pub fn detected() -> Isa {
     static DETECTED: OnceLock<Isa> = OnceLock::new();
@@ -258,125 +284,23 @@ pub fn available() -> Vec<Isa> {
     Isa::ALL.into_iter().filter(|&l| l <= detected()).collect()
 }
 
-/// Where kernels run: the CPU model, the detected level, the cap and the path of each
-/// family. Built by [`report`]; printed by the benches and the demo.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IsaReport {
-    /// The CPU's brand string (x86 CPUID), else `/proc/cpuinfo`'s model name, else "unknown".
-    pub cpu_model: String,
-    pub detected: Isa,
-    /// `NPURT_ISA` as given (`"auto"` when unset).
-    pub requested: String,
-    /// The parsed cap (`None`: auto, or an invalid value).
-    pub cap: Option<Isa>,
-    /// The test override, if set.
-    pub forced: Option<Isa>,
-    /// The active level (see [`level`]).
-    pub level: Isa,
-    /// `(family name, path)` for every [`Family`].
-    pub paths: Vec<(&'static str, Isa)>,
-    /// Set when `NPURT_ISA` was invalid and ignored.
-    pub warning: Option<String>,
-}
-
-impl std::fmt::Display for IsaReport {
-    /// One line: `CPU: <model>; ISA: avx512 (detected avx512, NPURT_ISA=auto); gemm=avx512 ...`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "CPU: {}; ISA: {} (detected {}, NPURT_ISA={}",
-            self.cpu_model, self.level, self.detected, self.requested
-        )?;
-        if let Some(c) = self.forced {
-            write!(f, ", test override {c}")?;
-        }
-        f.write_str(");")?;
-        for (name, p) in &self.paths {
-            write!(f, " {name}={p}")?;
-        }
-        if let Some(w) = &self.warning {
-            write!(f, " [{w}]")?;
-        }
-        Ok(())
-    }
-}
-
-/// The current [`IsaReport`].
-pub fn report() -> IsaReport {
-    let env = env_cap();
-    let forced = match FORCED.load(Ordering::Relaxed) {
-        UNSET => None,
-        v => Some(Isa::from_u8(v)),
-    };
-    IsaReport {
-        cpu_model: cpu_model().to_string(),
-        detected: detected(),
-        requested: env.raw.clone().unwrap_or_else(|| "auto".into()),
-        cap: env.cap,
-        forced,
-        level: level(),
-        paths: Family::ALL.iter().map(|&f| (f.name(), path(f))).collect(),
-        warning: env.warning.clone(),
-    }
-}
-
-/// The CPU's model name (cached).
-pub fn cpu_model() -> &'static str {
-    static MODEL: OnceLock<String> = OnceLock::new();
-    MODEL.get_or_init(|| {
-        brand_string()
-            .or_else(proc_cpuinfo_model)
-            .unwrap_or_else(|| "unknown".into())
-    })
-}
-
-#[cfg(target_arch = "x86_64")]
-fn brand_string() -> Option<String> {
-    use std::arch::x86_64::__cpuid;
-    // CPUID is available on every x86-64 CPU; leaf 0x8000_0000 gives the highest
-    // extended leaf, and the brand string is in leaves 0x8000_0002..=0x8000_0004.
-    if __cpuid(0x8000_0000).eax < 0x8000_0004 {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(48);
-    for leaf in 0x8000_0002u32..=0x8000_0004 {
-        let r = __cpuid(leaf);
-        for w in [r.eax, r.ebx, r.ecx, r.edx] {
-            bytes.extend_from_slice(&w.to_le_bytes());
-        }
-    }
-    let s = String::from_utf8_lossy(&bytes);
-    let s = s.trim_matches(char::from(0)).trim();
-    (!s.is_empty()).then(|| s.split_whitespace().collect::<Vec<_>>().join(" "))
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn brand_string() -> Option<String> {
-    None
-}
-
-fn proc_cpuinfo_model() -> Option<String> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    info.lines()
-        .find(|l| l.starts_with("model name") || l.starts_with("Model"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parse_cap_accepts_the_documented_values() {
-        assert_eq!(Isa::parse_cap("auto"), Some(None));
-        assert_eq!(Isa::parse_cap(""), Some(None));
-        assert_eq!(Isa::parse_cap(" AVX512 "), Some(Some(Isa::Avx512)));
-        assert_eq!(Isa::parse_cap("avx2"), Some(Some(Isa::Avx2)));
-        assert_eq!(Isa::parse_cap("scalar"), Some(Some(Isa::Scalar)));
-        assert_eq!(Isa::parse_cap("avx-512"), None);
-        assert_eq!(Isa::parse_cap("sse"), None);
+        let (a5, a2, sc) = (Some(Some(Isa::Avx512)), Some(Some(Isa::Avx2)), Some(Some(Isa::Scalar)));
+        let cases = [
+            ("auto", Some(None)),
+            ("", Some(None)),
+            (" AVX512 ", a5),
+            ("avx2", a2),
+            ("scalar", sc),
+        ];
+        for (text, want) in cases.into_iter().chain([("avx-512", None), ("sse", None)]) {
+            assert_eq!(Isa::parse_cap(text), want, "{text:?}");
+        }
     }
 
     #[test]
