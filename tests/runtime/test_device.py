@@ -24,7 +24,9 @@ def test_get_config_reports_every_setting():
         "worker_threads",
         "visible_devices",
         "stream_queue_depth",
+        "worker_policy",
     }
+    assert cfg["worker_policy"] == "batch"
     assert cfg["visible_devices"] == [0, 1]
     assert cfg["aicore_num"] >= 1 and cfg["worker_threads"] >= 1
     assert cfg["device_memory"] >= 1 << 20
@@ -324,6 +326,10 @@ def test_configure_bad_arguments():
         npurt.configure(device_count=0)
     with pytest.raises(npurt.InvalidValueError):
         npurt.configure(device_count=-1)
+    with pytest.raises(npurt.InvalidValueError, match="worker_policy"):
+        npurt.configure(worker_policy="fast")
+    with pytest.raises(npurt.InvalidTypeError, match="worker_policy"):
+        npurt.configure(worker_policy=1)
 
 
 def test_configure_before_first_use_in_fresh_process():
@@ -360,3 +366,37 @@ def test_environment_configuration_in_fresh_process():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[0] == "2 [1, 3] 3"
+
+
+_WORKER_POLICIES = """
+    import os, npurt
+    npurt.kernels.empty(stream=npurt.Stream())  # the device and its workers exist
+    npurt.synchronize()
+    pols = []
+    for tid in sorted(os.listdir("/proc/self/task")):
+        stat = open(f"/proc/self/task/{tid}/stat").read()
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if name.startswith("npurt-aicore"):
+            pols.append(int(rest[38]))  # field 41 of stat: the scheduling policy
+    print(npurt.get_config()["worker_policy"], sorted(set(pols)), len(pols))
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+@pytest.mark.parametrize("env, name, policy", [({}, "batch", "SCHED_BATCH"), ({"NPURT_WORKER_POLICY": " Normal "}, "normal", "SCHED_OTHER")])
+def test_worker_threads_run_under_the_configured_os_policy(env, name, policy):
+    import os
+
+    r = run_python(_WORKER_POLICIES, env=env)
+    assert r.returncode == 0, r.stderr
+    got, rest = r.stdout.split("\n")[0].split(" ", 1)
+    pols, n = rest.rsplit(" ", 1)
+    assert got == name
+    assert pols == f"[{getattr(os, policy)}]" and int(n) >= 1, r.stdout
+
+
+def test_bad_worker_policy_in_the_environment_is_a_clear_error():
+    r = run_python("import npurt\ntry:\n    npurt.get_config()\nexcept npurt.Error as e:\n    print('refused', e)",
+                   env={"NPURT_WORKER_POLICY": "fifo"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("refused") and "NPURT_WORKER_POLICY" in r.stdout, r.stdout

@@ -2,10 +2,12 @@
 //!
 //! Read once, at first use, from `npurt::configure` if it was called, else from the
 //! environment (`NPURT_DEVICE_COUNT`, `NPURT_DEVICE_MEMORY`, `NPURT_AICORE_NUM`,
-//! `NPURT_VISIBLE_DEVICES`, `NPURT_WORKER_THREADS`, `NPURT_STREAM_QUEUE_DEPTH`), else from the
+//! `NPURT_VISIBLE_DEVICES`, `NPURT_WORKER_THREADS`, `NPURT_STREAM_QUEUE_DEPTH`,
+//! `NPURT_WORKER_POLICY`), else from the
 //! host (AI cores = host cores).
 
 use crate::error::{DeviceError, Result};
+pub use crate::thread_role::WorkerPolicy;
 use std::time::Duration;
 
 /// Settings of the virtual devices.
@@ -27,6 +29,8 @@ pub struct Config {
     pub worker_spin_us: u64,
     /// How many polls a host wait spins before it parks.
     pub host_spin_iters: u32,
+    /// OS scheduling of the worker threads (`NPURT_WORKER_POLICY`, default batch).
+    pub worker_policy: WorkerPolicy,
 }
 
 pub(crate) fn host_cores() -> u32 {
@@ -52,6 +56,7 @@ pub struct ExecConfig {
     pub worker_spin: Duration,
     /// How many polls a host thread spins before parking in a wait.
     pub host_spin_iters: u32,
+    pub worker_policy: WorkerPolicy,
 }
 
 impl Default for Config {
@@ -66,6 +71,7 @@ impl Default for Config {
             stream_queue_depth: 1024,
             worker_spin_us: 100,
             host_spin_iters: 4_000,
+            worker_policy: WorkerPolicy::Batch,
         }
     }
 }
@@ -135,6 +141,11 @@ impl Config {
         if let Some(n) = env_num::<usize>("NPURT_STREAM_QUEUE_DEPTH")? {
             c.stream_queue_depth = n;
         }
+        if let Ok(v) = std::env::var("NPURT_WORKER_POLICY") {
+            c.worker_policy = WorkerPolicy::parse(&v).ok_or_else(|| {
+                DeviceError::Config(format!("NPURT_WORKER_POLICY={v:?} is not one of \"batch\", \"normal\""))
+            })?;
+        }
         if let Ok(v) = std::env::var("NPURT_VISIBLE_DEVICES") {
             c.visible_devices = Some(parse_visible(&v, c.device_count));
         }
@@ -200,6 +211,7 @@ impl Config {
             queue_depth: self.stream_queue_depth,
             worker_spin: Duration::from_micros(self.worker_spin_us),
             host_spin_iters: self.host_spin_iters,
+            worker_policy: self.worker_policy,
         }
     }
 }
@@ -207,6 +219,20 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_policy_parses_the_documented_names_only() {
+        assert_eq!(WorkerPolicy::parse(" Batch "), Some(WorkerPolicy::Batch));
+        assert_eq!(WorkerPolicy::parse("normal"), Some(WorkerPolicy::Normal));
+        for bad in ["", "fifo", "batch2"] {
+            assert_eq!(WorkerPolicy::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(Config::default().worker_policy, WorkerPolicy::Batch);
+        assert_eq!(
+            WorkerPolicy::parse(WorkerPolicy::Normal.name()),
+            Some(WorkerPolicy::Normal)
+        );
+    }
 
     #[test]
     fn visible_devices_parse_like_acl() {

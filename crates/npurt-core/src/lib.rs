@@ -76,7 +76,7 @@ mod lifecycle;
 mod stream;
 mod sync;
 
-pub use config::{Config, ExecConfig};
+pub use config::{Config, ExecConfig, WorkerPolicy};
 pub use context::Context;
 pub use device::{busy_percent, Device, DeviceProps, LeakReport};
 pub use error::{AclCode, Error, ErrorKind, Result};

@@ -14,6 +14,48 @@ pub(crate) fn mark_runtime_thread() {
     RUNTIME_THREAD.with(|c| c.set(true));
 }
 
+/// How the AI-core worker threads are scheduled by the OS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerPolicy {
+    /// Linux `SCHED_BATCH` (the default): the same share of the CPU as any thread, but
+    /// waking a worker never preempts the thread running on that core (the submitting
+    /// thread, typically). Elsewhere: as `Normal`.
+    Batch,
+    /// The OS default (`SCHED_OTHER`).
+    Normal,
+}
+
+impl WorkerPolicy {
+    /// `"batch"` / `"normal"` (case-insensitive, trimmed).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "batch" => Some(Self::Batch),
+            "normal" => Some(Self::Normal),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Batch => "batch",
+            Self::Normal => "normal",
+        }
+    }
+}
+
+/// Applies `policy` to the calling thread (best effort: false if the OS refused or has no
+/// such policy; the thread then keeps the default).
+pub(crate) fn apply_worker_policy(policy: WorkerPolicy) -> bool {
+    #[cfg(target_os = "linux")]
+    if policy == WorkerPolicy::Batch {
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 names the calling thread; `p` is a valid, initialised sched_param
+        // (priority 0, the only one SCHED_BATCH takes) that outlives the call.
+        return unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &p) } == 0;
+    }
+    policy == WorkerPolicy::Normal
+}
+
 /// True on npurt's own worker and engine threads.
 pub fn is_runtime_thread() -> bool {
     RUNTIME_THREAD.with(|c| c.get())

@@ -3,13 +3,14 @@
 
 use crate::args;
 use crate::errors::{self, IntoPy};
-use npurt_core::{registry, Config};
+use npurt_core::{registry, Config, WorkerPolicy};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// Sets the virtual devices before first use. Keyword arguments override the `NPURT_*`
 /// environment variables: device_count, device_memory (bytes or "16G"), aicore_num,
-/// worker_threads, visible_devices (list of ids or "0,1"), stream_queue_depth.
+/// worker_threads, visible_devices (list of ids or "0,1"), stream_queue_depth, worker_policy
+/// ("batch" or "normal").
 #[pyfunction]
 #[pyo3(signature = (**kwargs))]
 fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
@@ -32,6 +33,14 @@ fn configure(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
                 "aicore_num" => aicore = Some(int("aicore_num", 1024)? as u32),
                 "worker_threads" => workers = Some(int("worker_threads", 1024)? as u32),
                 "stream_queue_depth" => c.stream_queue_depth = int("stream_queue_depth", 1 << 20)? as usize,
+                "worker_policy" => {
+                    let s: String = v.extract().map_err(|_| {
+                        errors::type_error("worker_policy must be a str (\"batch\" or \"normal\")".to_string())
+                    })?;
+                    c.worker_policy = WorkerPolicy::parse(&s).ok_or_else(|| {
+                        errors::value_error(format!("worker_policy={s:?} is not one of \"batch\", \"normal\""))
+                    })?;
+                }
                 "visible_devices" => {
                     c.visible_devices = Some(if let Ok(s) = v.extract::<String>() {
                         npurt_core::config::parse_visible(&s, c.device_count)
@@ -72,6 +81,7 @@ fn get_config(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("worker_threads", c.worker_threads)?;
     d.set_item("visible_devices", c.visible())?;
     d.set_item("stream_queue_depth", c.stream_queue_depth)?;
+    d.set_item("worker_policy", c.worker_policy.name())?;
     Ok(d)
 }
 

@@ -38,6 +38,7 @@ struct Worker {
 
 pub(super) fn run(dev: Arc<Scheduler>, core: usize) {
     mark_runtime_thread();
+    crate::thread_role::apply_worker_policy(dev.worker_policy);
     let mut w = Worker {
         dev,
         core: core as u32,
