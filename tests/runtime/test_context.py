@@ -193,6 +193,9 @@ def test_memory_limit_per_context():
         x.free()
         del y
         gc.collect()
+        # y's fill kernel holds its memory until it ran (stream-ordered release); its
+        # worker may not have had a CPU yet when the main thread keeps the other one.
+        npurt.synchronize()
         assert a.memory_allocated() == 0
         z.free()
         assert npurt.memory_allocated() == device_before

@@ -102,7 +102,7 @@ impl PyReplay {
 /// Starts capturing this thread's kernel launches on `stream` (for `_Replay.add`).
 #[pyfunction]
 pub(crate) fn _replay_begin(stream: &Bound<'_, PyAny>) -> PyResult<()> {
-    replay::begin(&stream_or_current(Some(stream))?).map_err(kernel_arg)
+    replay::begin(&*stream_or_current(Some(stream))?).map_err(kernel_arg)
 }
 
 /// Drops this thread's capture (a recording run that failed).

@@ -51,10 +51,31 @@ impl Drop for PyStream {
 }
 
 /// Resolves `stream=None` to the thread's current stream.
-pub(crate) fn stream_or_current(stream: Option<&Bound<'_, PyAny>>) -> PyResult<Stream> {
+pub(crate) fn stream_or_current<'a>(stream: Option<&'a Bound<'_, PyAny>>) -> PyResult<StreamArg<'a>> {
     match stream {
-        Some(obj) if !obj.is_none() => Ok(cast_arg::<PyStream>(obj, "stream", "an npurt.Stream")?.get().s.clone()),
-        _ => current::current_stream().py_err(),
+        Some(obj) if !obj.is_none() => Ok(StreamArg::Given(
+            &cast_arg::<PyStream>(obj, "stream", "an npurt.Stream")?.get().s,
+        )),
+        _ => current::current_stream().map(StreamArg::Current).py_err(),
+    }
+}
+
+/// A `stream=` argument: the given `npurt.Stream`'s handle, borrowed for the call (no
+/// reference-count traffic on the stream, whose count the worker running it also
+/// changes), or the current stream.
+pub(crate) enum StreamArg<'a> {
+    Given(&'a Stream),
+    Current(Stream),
+}
+
+impl std::ops::Deref for StreamArg<'_> {
+    type Target = Stream;
+    #[inline]
+    fn deref(&self) -> &Stream {
+        match self {
+            StreamArg::Given(s) => s,
+            StreamArg::Current(s) => s,
+        }
     }
 }
 

@@ -176,12 +176,12 @@ impl PyArray {
     /// Orders `stream` after the buffer's last writer when that is another stream (a
     /// device-side wait, as a kernel's launch does): the `mpi` backend's collectives.
     fn _prepare_on(&self, stream: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.a.prepare_on(&stream_or_current(Some(stream))?).py_err()
+        self.a.prepare_on(&*stream_or_current(Some(stream))?).py_err()
     }
     /// Records `stream` (or the current stream) as the buffer's last writer.
     #[pyo3(signature = (stream=None))]
     fn _mark_written(&self, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        self.a.mark_written(&stream_or_current(stream)?);
+        self.a.mark_written(&*stream_or_current(stream)?);
         Ok(())
     }
 }
