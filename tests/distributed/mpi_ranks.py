@@ -24,18 +24,9 @@ import traceback
 import npurt
 import npurt.distributed as dist
 import numpy as np
-from npurt.distributed import _mpi_comm, _mpi_small
+from npurt.distributed import _mpi_comm
 
-EAGER = [0]  # collectives completed on the one-phase path (counted by wrapping its finish)
-_finish = _mpi_small.finish
-
-
-def _counted_finish(*args):
-    EAGER[0] += 1
-    _finish(*args)
-
-
-_mpi_small.finish = _counted_finish
+EAGER = [0]  # collectives completed on the one-phase path (native: counted after the run)
 ON_CALLER: list = []  # per collective run: on the calling (main) thread, or queued
 _run = _mpi_comm.MpiComm.run
 
@@ -43,6 +34,7 @@ _run = _mpi_comm.MpiComm.run
 def _recorded_run(self, c):
     ON_CALLER.append(threading.current_thread() is threading.main_thread())
     _run(self, c)
+    EAGER[0] += bool(c.eager)
 
 
 _mpi_comm.MpiComm.run = _recorded_run

@@ -139,6 +139,7 @@ class MpiBackend(Backend):
         send_mv = _bytes(send)
         recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
         call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
+        call.arrays = (send._a if send is not None else None, recv._a if recv is not None else None)
         work = None if here else MpiWork(call, self.comm)
         ran: List[bool] = []
         keep = (send, recv)  # the arrays stay alive until the task ran
@@ -157,6 +158,7 @@ class MpiBackend(Backend):
                 if work is not None:
                     work.done.set()
                 del call.send, call.recv
+                call.arrays = (None, None)
                 _ = keep
 
         for a in (send,) if recv is send else (send, recv):

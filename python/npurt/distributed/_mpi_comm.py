@@ -33,6 +33,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
+from .. import _npurt
 from . import _mpi_ops as ops
 from . import _mpi_small as small
 from ._backend import collective_error
@@ -45,13 +46,6 @@ _HOT_S = 0.000005  # poll MPI_Test back to back this long (MPI progresses only i
 # longer starves a peer that shares this core; none when the host has more ranks than cores),
 _SPIN_S = 0.002  # then yielding the core between polls this long, then sleeping between polls
 _DATA_SPIN_S = 0.05  # (the data exchange, once every rank arrived, yields this long)
-
-
-def _done(req: Any) -> bool:
-    try:
-        return bool(req.Test())
-    except Exception:  # noqa: BLE001 - a failed request (ULFM) did not bring the header
-        return False
 
 
 def _text(e: BaseException) -> str:
@@ -109,11 +103,13 @@ class MpiComm:
         self.eager_limit = small.eager_limit()
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "")
         self._hot_s = 0.0 if local.isdigit() and int(local) > len(os.sched_getaffinity(0)) else _HOT_S
-        row = small.inbox_bytes(self.size)
-        self._inbox = np.zeros((self.size, row), np.uint8)  # row p: rank p's header (+ payload)
-        self._outbox = np.zeros((max(1, self.size - 1), row), np.uint8)
-        # every collective's first receives: persistent, started anew by each (MPI_Startall)
-        self._recvs = [self.ctl.Recv_init([self._inbox[p], MPI.BYTE], source=p, tag=_TAG_HDR) for p in self.peers]
+        # every collective's first exchange (the whole of a one-phase one): native code
+        # calling libmpi (npurt_core::collective::mpi), with persistent per-peer receives
+        self._x: Any = None
+        if self.size > 1:
+            self._x = _npurt._MpiExchange(MPI._handleof(self.ctl), MPI._handleof(MPI.BYTE), MPI._sizeof(MPI.Request),
+                                          MPI._sizeof(MPI.Status), MPI.UNDEFINED, self.rank, self.size, _TAG_HDR,
+                                          small.inbox_bytes(self.size), self._hot_s)
 
     # -- the entry point -------------------------------------------------------------
     def run(self, c: Call) -> None:
@@ -129,11 +125,10 @@ class MpiComm:
                     self._p2p(c, deadline)
                 elif small.eligible(c.kind, c.dtype, c.count, self.size, self.eager_limit):
                     c.eager = True
-                    self._exchange(c, deadline, small.messages(c, self.rank, self.size, self._outbox, self._inbox))
-                    small.finish(c, self.rank, self.size, self._inbox)
+                    self._exchange(c, deadline)
                 else:
                     if self.size > 1:
-                        self._exchange(c, deadline, small.header_only(c, self.rank, self.size, self._inbox))
+                        self._exchange(c, deadline)
                     self._data(c, deadline)
             except self.MPI.Exception as e:
                 raise self._fail(self._mpi_failure(c, e), c.seq) from None
@@ -213,6 +208,7 @@ class MpiComm:
 
     def _post_notice(self) -> None:
         self._notice = self.note.Irecv([self._notice_buf, self.MPI.BYTE], source=self.MPI.ANY_SOURCE, tag=_TAG_NOTICE)
+        self._notice_h = self.MPI._handleof(self._notice)  # the native exchange watches it
 
     def _notify(self, note: dict) -> None:
         """Tells every peer this communicator is aborted (best effort, never waits)."""
@@ -292,25 +288,32 @@ class MpiComm:
             return []
 
     # -- phase 1: headers (the whole collective on the one-phase path) ---------------
-    def _exchange(self, c: Call, deadline: float, msgs: List[Any]) -> None:
-        """Sends ``(peer, header + payload)`` messages, receives every peer's into its
-        inbox row (this rank's own holds its header), and checks that every rank called
-        the same collective."""
-        MPI, inbox, recvs = self.MPI, self._inbox, self._recvs
-        MPI.Prequest.Startall(recvs)
-        sends = [self.ctl.Isend([m, MPI.BYTE], dest=p, tag=_TAG_HDR) for p, m in msgs]
-
-        def missing() -> BaseException:
-            late = [p for p, r in zip(self.peers, recvs, strict=True) if not _done(r)]
-            self._keep.append((inbox, self._outbox, recvs, msgs, sends))
-            self._inbox = self._outbox = self._recvs = None  # type: ignore[assignment]  # MPI may still write them
-            return self._timeout(c, late)
-
-        self._wait(c, recvs + sends, deadline, missing)
-        heads = inbox[:, : small.HEADER_BYTES]
-        if heads.tobytes() == heads[0].tobytes() * self.size:
+    def _exchange(self, c: Call, deadline: float) -> None:
+        """Sends every peer this rank's header (one-phase: followed by the data the peer
+        needs), receives every peer's, checks that every rank called the same collective
+        and, one-phase, completes it: all in ``_MpiExchange.run`` (native, GIL released);
+        what it cannot finish comes back as a status for the errors below."""
+        x = self._x
+        if c.eager:
+            send, recv = c.arrays
+            src = recv if c.kind == "broadcast" else send  # the payload: the root's buffer / the input
+        else:
+            src = recv = None
+        st, info = x.run(small.KINDS[c.kind], c.seq, ops.DTYPES[c.dtype][0], c.count, c.op, c.root, c.eager, src,
+                         recv, deadline - time.monotonic(), self._notice_h)
+        while st == 3:  # an abort notice came: raises, or records a rank that left (then go on)
+            self._check_notice(c)
+            st, info = x.resume(deadline - time.monotonic(), self._notice_h)
+        if st == 0:
             return
-        theirs = heads.view(np.int64)
+        if st != 2:  # MPI may still use the exchange's buffers: it is kept, never reused
+            self._keep.append(x)
+            self._x = None
+        if st == 1:
+            raise self._timeout(c, list(info))
+        if st == 4:
+            raise self.MPI.Exception(info)
+        theirs = np.frombuffer(info, np.int64).reshape(self.size, -1)
         first = theirs[0]
         for p in range(1, self.size):
             if not np.array_equal(theirs[p], first):
@@ -374,8 +377,8 @@ class MpiComm:
             except self.MPI.Exception:
                 return
             if self.failed is None:
-                for req in self._recvs:
-                    req.Free()
+                if self._x is not None:
+                    self._x.close()
                 for comm in (self.data, self.ctl):
                     comm.Free()
 

@@ -44,13 +44,14 @@ _MAGIC = 0x6E707572
 class Call:
     """One collective as every rank describes it (the header) plus this rank's buffers."""
 
-    __slots__ = ("kind", "seq", "dtype", "count", "op", "root", "send", "recv", "peer", "timeout_s", "eager")
+    __slots__ = ("kind", "seq", "dtype", "count", "op", "root", "send", "recv", "peer", "timeout_s", "eager", "arrays")
 
     def __init__(self, kind: str, seq: int, dtype: str, count: int, op: int, root: int,
                  send: Optional[memoryview], recv: Optional[memoryview], peer: int, timeout_s: float) -> None:
         self.kind, self.seq, self.dtype, self.count = kind, seq, dtype, count
         self.op, self.root, self.send, self.recv, self.peer, self.timeout_s = op, root, send, recv, peer, timeout_s
         self.eager = False  # the one-phase path (_mpi_small)
+        self.arrays: Tuple[Any, Any] = (None, None)  # the native arrays behind send / recv (the native exchange's)
 
     def label(self) -> str:
         """``all_reduce(float32 x 4, sum)``: the collective as errors name it."""
