@@ -24,6 +24,7 @@ are revoked so every survivor stops waiting.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -105,11 +106,15 @@ class MpiComm:
         self._hot_s = 0.0 if local.isdigit() and int(local) > len(os.sched_getaffinity(0)) else _HOT_S
         # every collective's first exchange (the whole of a one-phase one): native code
         # calling libmpi (npurt_core::collective::mpi), with persistent per-peer receives
+        # (also the one-call path's: `_MpiExchange.run_sync`, on once `enable_fast` ran)
         self._x: Any = None
         if self.size > 1:
             self._x = _npurt._MpiExchange(MPI._handleof(self.ctl), MPI._handleof(MPI.BYTE), MPI._sizeof(MPI.Request),
                                           MPI._sizeof(MPI.Status), MPI.UNDEFINED, self.rank, self.size, _TAG_HDR,
                                           small.inbox_bytes(self.size), self._hot_s)
+            self._x.notice = self._notice_h
+        self._x0 = self._x  # (`_x` is dropped after a failure that leaves MPI owning its buffers)
+        self._seq0 = 0  # the collective numbering of a group of one (else `_x0`'s)
 
     # -- the entry point -------------------------------------------------------------
     def run(self, c: Call) -> None:
@@ -135,6 +140,56 @@ class MpiComm:
             except BaseException as e:
                 self._fail(e, c.seq)
                 raise
+
+    def native_call(self, kind: int, seq: int, dtype: int, count: int, op: int, root: int, timeout_s: float,
+                    left_s: float, st: int, info: Any, send_a: Any, recv_a: Any) -> None:
+        """The one-call path's collective (``_MpiExchange.run_sync``, its host task) when
+        the native exchange did not simply complete it: ``st`` as in :meth:`_settle`; 5: it
+        did not start (the group failed or a rank left since it was queued): runs as
+        :meth:`run`; 6: a signal interrupted the wait (the group is then failed, as when
+        the Python wait is interrupted). Raises the collective's error."""
+        recv_a = send_a if recv_a is None else recv_a  # in place
+        send_mv = ops.native_view(send_a)
+        recv_mv = send_mv if recv_a is send_a else ops.native_view(recv_a)
+        c = Call(small.KIND_NAMES[kind], seq, ops.NAMES_BY_CODE[dtype], count, op, root, send_mv, recv_mv, -1, timeout_s)
+        c.arrays = (send_a, recv_a)
+        if st == 5:
+            self.run(c)
+            return
+        with self._lock:
+            c.eager = True
+            self._last_seq = max(self._last_seq, seq)
+            try:
+                if st == 6:
+                    raise KeyboardInterrupt
+                self._settle(c, time.monotonic() + left_s, st, info)
+            except self.MPI.Exception as e:
+                raise self._fail(self._mpi_failure(c, e), c.seq) from None
+            except BaseException as e:
+                self._fail(e, c.seq)
+                raise
+
+    def enable_fast(self, timeout_s: float) -> None:
+        """Turns the one-call path on (``MpiBackend.one_call``) with the group's deadline."""
+        if self._x0 is not None and self.failed is None and not self._left and not self.closed:
+            limit = self.eager_limit if self.size <= small.MAX_RANKS else 0  # (`_mpi_small.eligible`)
+            self._x0.set_fast(functools.partial(_native_call, weakref.ref(self)), timeout_s, limit)
+
+    def set_fast_timeout(self, timeout_s: float) -> None:
+        if self._x0 is not None:
+            self._x0.set_timeout(timeout_s)
+
+    def next_seq(self) -> int:
+        """Claims the next collective number (in enqueue order, shared with the one-call path)."""
+        if self._x0 is not None:
+            return int(self._x0.next_seq())
+        self._seq0 += 1
+        return self._seq0
+
+    @property
+    def seq(self) -> int:
+        """The last collective number claimed."""
+        return int(self._x0.seq) if self._x0 is not None else self._seq0
 
     # -- waiting ---------------------------------------------------------------------
     def _wait(self, c: Call, reqs: List[Any], deadline: float, on_timeout: Any, hot: bool = False) -> None:
@@ -188,6 +243,8 @@ class MpiComm:
         self._post_notice()
         if note.get("kind") == "left":  # fine for the collectives it took part in
             self._left[int(note.get("rank", src))] = (int(note.get("seq", 0)), str(note.get("what", "left")))
+            if self._x0 is not None:
+                self._x0.set_fast(None)  # `run` checks the collectives that need that rank
             self._check_left(c)
             return
         missing = note.get("missing")
@@ -209,6 +266,9 @@ class MpiComm:
     def _post_notice(self) -> None:
         self._notice = self.note.Irecv([self._notice_buf, self.MPI.BYTE], source=self.MPI.ANY_SOURCE, tag=_TAG_NOTICE)
         self._notice_h = self.MPI._handleof(self._notice)  # the native exchange watches it
+        x = getattr(self, "_x0", None)
+        if x is not None:
+            x.notice = self._notice_h
 
     def _notify(self, note: dict) -> None:
         """Tells every peer this communicator is aborted (best effort, never waits)."""
@@ -224,12 +284,14 @@ class MpiComm:
         """Records the group's first failure (every later collective is aborted by it)."""
         if self.failed is None:
             self.failed, self.failed_seq = err, seq
+        if self._x0 is not None:
+            self._x0.set_fast(None)  # every later call takes `run`, which raises the aborted error
         return err
 
     def aborted_error(self, c: Optional[Call], failed: BaseException, kind: str = "") -> BaseException:
         """The error of a collective that cannot run because ``failed`` aborted the group:
         the same class, "cannot run: the communicator was aborted at collective #n: ..."."""
-        label, seq = (c.label(), c.seq) if c is not None else (kind, self._last_seq + 1)
+        label, seq = (c.label(), c.seq) if c is not None else (kind, max(self._last_seq, self.seq) + 1)
         return _aborted(label, seq, self.failed_seq, _text(failed), failed, None)
 
     def _timeout(self, c: Call, missing: List[int]) -> BaseException:
@@ -301,6 +363,13 @@ class MpiComm:
             src = recv = None
         st, info = x.run(small.KINDS[c.kind], c.seq, ops.DTYPES[c.dtype][0], c.count, c.op, c.root, c.eager, src,
                          recv, deadline - time.monotonic(), self._notice_h)
+        self._settle(c, deadline, st, info)
+
+    def _settle(self, c: Call, deadline: float, st: int, info: Any) -> None:
+        """The rest of an exchange that ``_MpiExchange`` ended with status ``st`` (see its
+        ``run``): done, or the wait resumed after an abort notice that did not end it, or
+        the error (timeout, MPI error, desync: every rank words it the same way)."""
+        x = self._x
         while st == 3:  # an abort notice came: raises, or records a rank that left (then go on)
             self._check_notice(c)
             st, info = x.resume(deadline - time.monotonic(), self._notice_h)
@@ -368,7 +437,7 @@ class MpiComm:
                 return
             self.closed = True
             if self.failed is None:
-                self._notify({"kind": "left", "seq": self._last_seq, "rank": self.rank,
+                self._notify({"kind": "left", "seq": max(self._last_seq, self.seq), "rank": self.rank,
                               "what": f"{why} (pid {os.getpid()})"})
             try:
                 if not self._notice.Test():
@@ -384,6 +453,14 @@ class MpiComm:
 
 
 _ALL: "weakref.WeakSet[MpiComm]" = weakref.WeakSet()
+
+
+def _native_call(ref: Any, *args: Any) -> None:
+    """The one-call path's handler (a weak reference: the native object holds it)."""
+    comm = ref()
+    if comm is None:
+        raise RuntimeError("the mpi group was destroyed while a collective was queued")
+    comm.native_call(*args)
 
 
 def healthy() -> bool:

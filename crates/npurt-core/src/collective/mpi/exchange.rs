@@ -130,10 +130,13 @@ impl Exchange {
         notice: usize,
         interrupt: &mut dyn FnMut() -> bool,
     ) -> Outcome {
-        assert!(!self.active && !self.closed, "an exchange is pending or closed");
         let (n, row, rank) = (self.n, self.row, self.rank);
+        // (-1: a message larger than the receive rows; -2: an exchange pending, or closed)
         if call.eager && plan::HEADER_BYTES + call.peer_bytes(n) > row {
             return Outcome::Mpi(-1);
+        }
+        if self.active || self.closed {
+            return Outcome::Mpi(-2);
         }
         if call.eager && matches!(call.kind, plan::Kind::ReduceScatter | plan::Kind::AllToAll) && self.outbox.is_empty()
         {
@@ -197,7 +200,9 @@ impl Exchange {
     /// to back for the hot window, then yielding the core until [`SPIN`], then sleeping
     /// (20 µs doubling to 1 ms).
     pub fn resume(&mut self, deadline: Instant, notice: usize, interrupt: &mut dyn FnMut() -> bool) -> Outcome {
-        assert!(self.active, "no exchange is pending");
+        if !self.active {
+            return Outcome::Mpi(-2);
+        }
         let t0 = Instant::now();
         let mut pause = Duration::ZERO;
         let nreq = 2 * (self.n - 1);
