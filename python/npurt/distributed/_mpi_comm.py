@@ -381,6 +381,9 @@ class MpiComm:
         if st == 1:
             raise self._timeout(c, list(info))
         if st == 4:
+            if info < 0:  # the native side's own refusal (a message over the rows, a pending exchange)
+                raise collective_error("internal", c.label(), c.seq, [], f"native exchange refused the call ({info})",
+                                       self.rank)
             raise self.MPI.Exception(info)
         theirs = np.frombuffer(info, np.int64).reshape(self.size, -1)
         first = theirs[0]

@@ -18,6 +18,12 @@ rank gets every peer's header and compares them all (``MpiComm._exchange``).
 Whether a call takes this path is a function of its header and the group size only, so
 ranks whose headers agree took the same path. Timeouts name the peers whose message has
 not come; abort notices and ULFM failures are handled by the same wait loop.
+
+The runtime runs this protocol in native code (``npurt_core::collective::mpi``: ``plan.rs``
+builds the same header bytes and messages and folds in the same order; ``_MpiExchange``):
+:func:`messages`, :func:`header_only` and :func:`finish` are its Python statement, which
+``tests/distributed/test_mpi_small.py`` checks against numpy (and the native results are
+checked against, bitwise, in the mpirun jobs).
 """
 
 from __future__ import annotations
