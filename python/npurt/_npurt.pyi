@@ -521,6 +521,7 @@ class _MpiExchange:
         tag: int,
         row: int,
         hot_s: float,
+        lib: Optional[str] = None,
     ) -> "_MpiExchange": ...
     def run(
         self,

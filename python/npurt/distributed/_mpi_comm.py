@@ -109,9 +109,15 @@ class MpiComm:
         # (also the one-call path's: `_MpiExchange.run_sync`, on once `enable_fast` ran)
         self._x: Any = None
         if self.size > 1:
-            self._x = _npurt._MpiExchange(MPI._handleof(self.ctl), MPI._handleof(MPI.BYTE), MPI._sizeof(MPI.Request),
-                                          MPI._sizeof(MPI.Status), MPI.UNDEFINED, self.rank, self.size, _TAG_HDR,
-                                          small.inbox_bytes(self.size), self._hot_s)
+            try:  # MPI's functions are looked up through mpi4py's extension module (its libmpi)
+                self._x = _npurt._MpiExchange(MPI._handleof(self.ctl), MPI._handleof(MPI.BYTE),
+                                              MPI._sizeof(MPI.Request), MPI._sizeof(MPI.Status), MPI.UNDEFINED,
+                                              self.rank, self.size, _TAG_HDR, small.inbox_bytes(self.size),
+                                              self._hot_s, getattr(MPI, "__file__", None))
+            except Exception as e:  # noqa: BLE001 - reported as the backend being unavailable
+                from ..exceptions import UnavailableError
+
+                raise UnavailableError(f"backend 'mpi': cannot call this MPI library natively: {e}") from None
             self._x.notice = self._notice_h
         self._x0 = self._x  # (`_x` is dropped after a failure that leaves MPI owning its buffers)
         self._seq0 = 0  # the collective numbering of a group of one (else `_x0`'s)

@@ -29,11 +29,11 @@ fn runtime_error(what: impl Into<String>) -> PyErr {
 /// The library, resolved once per process.
 static LIB: OnceLock<Arc<MpiLib>> = OnceLock::new();
 
-fn lib() -> PyResult<Arc<MpiLib>> {
+fn lib(path: Option<&str>) -> PyResult<Arc<MpiLib>> {
     if let Some(l) = LIB.get() {
         return Ok(l.clone());
     }
-    let l = Arc::new(MpiLib::open(None).map_err(runtime_error)?);
+    let l = Arc::new(MpiLib::open(path).map_err(runtime_error)?);
     Ok(LIB.get_or_init(|| l).clone())
 }
 
@@ -88,8 +88,10 @@ impl PyMpiExchange {
     /// `comm` / `byte`: `MPI._handleof` of the communicator and of `MPI.BYTE`;
     /// `request_size` / `status_size`: `MPI._sizeof(MPI.Request)` / `(MPI.Status)`;
     /// `undefined`: `MPI.UNDEFINED`; `row`: bytes of the largest message; `hot_s`: polls
-    /// back to back this long.
+    /// back to back this long; `lib`: a loaded library through which MPI's functions are
+    /// found (mpi4py's `MPI.__file__`; None: the `libmpi` mapped in this process).
     #[new]
+    #[pyo3(signature = (comm, byte, request_size, status_size, undefined, rank, size, tag, row, hot_s, lib=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         comm: usize,
@@ -102,6 +104,7 @@ impl PyMpiExchange {
         tag: i32,
         row: usize,
         hot_s: f64,
+        lib: Option<&str>,
     ) -> PyResult<Self> {
         if size < 2 || rank >= size || row < 64 || request_size == 0 || status_size == 0 {
             return Err(value_error(format!("_MpiExchange: rank {rank} of {size}, row {row}")));
@@ -114,7 +117,7 @@ impl PyMpiExchange {
             undefined,
         };
         let hot = Duration::from_secs_f64(hot_s.clamp(0.0, 1.0));
-        let x = Exchange::new(lib()?, h, rank, size, tag, row, hot)
+        let x = Exchange::new(self::lib(lib)?, h, rank, size, tag, row, hot)
             .map_err(|c| runtime_error(format!("MPI_Recv_init failed (MPI error {c})")))?;
         Ok(PyMpiExchange {
             x: Arc::new(Mutex::new(x)),

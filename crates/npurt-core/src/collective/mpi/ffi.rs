@@ -50,8 +50,10 @@ fn dl_error() -> String {
 }
 
 impl MpiLib {
-    /// Resolves the functions in the already loaded library `path` (None: the `libmpi`
-    /// found in `/proc/self/maps`). Fails when it is not loaded or lacks a function.
+    /// Resolves the functions in the already loaded library `path` or the libraries it
+    /// depends on (`dlsym` on its handle searches them too: mpi4py's extension module finds
+    /// the MPI library whatever its name); None: the `libmpi` found in `/proc/self/maps`.
+    /// Fails when it is not loaded or no function of that name is found.
     pub fn open(path: Option<&str>) -> Result<MpiLib, String> {
         let path = match path {
             Some(p) => p.to_owned(),
