@@ -4,6 +4,7 @@
 
 mod funcs;
 mod mpi;
+mod mpi_sync;
 mod sync;
 
 use crate::args::{int_arg, timeout_arg, type_name};
