@@ -11,6 +11,8 @@
 //!   Python side, which raises the same errors as before.
 
 mod exchange;
+#[cfg(test)]
+mod exchange_tests;
 mod ffi;
 mod plan;
 #[cfg(test)]
