@@ -505,6 +505,62 @@ class _Comm:
         output: Optional[Any] = None,
     ) -> bool: ...
 
+@final
+class _MpiExchange:
+    """The ``mpi`` backend's first exchange in native code (``_mpi_comm.MpiComm``)."""
+
+    def __new__(
+        cls,
+        comm: int,
+        byte: int,
+        request_size: int,
+        status_size: int,
+        undefined: int,
+        rank: int,
+        size: int,
+        tag: int,
+        row: int,
+        hot_s: float,
+        lib: Optional[str] = None,
+    ) -> "_MpiExchange": ...
+    def run(
+        self,
+        kind: int,
+        seq: int,
+        dtype: int,
+        count: int,
+        op: int,
+        root: int,
+        eager: bool,
+        send: Optional[Any],
+        recv: Optional[Any],
+        timeout_s: float,
+        notice: int,
+    ) -> Tuple[int, Any]: ...
+    def resume(self, timeout_s: float, notice: int) -> Tuple[int, Any]: ...
+    @property
+    def pending(self) -> bool: ...
+    def close(self) -> None: ...
+    def next_seq(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    notice: int
+    def set_fast(self, handler: Optional[Any], timeout_s: float = ..., limit: int = 0) -> None: ...
+    def set_timeout(self, timeout_s: float) -> None: ...
+    @property
+    def stats(self) -> Tuple[int, int]: ...
+    @property
+    def fast(self) -> bool: ...
+    def run_sync(
+        self,
+        kind: str,
+        array: Any,
+        op: Any,
+        root: int,
+        streams: Dict[int, Stream],
+        output: Optional[Any] = None,
+    ) -> bool: ...
+
 def _comm_local(name: str, rank: int, world: int, timeout: Optional[float] = None) -> _Comm: ...
 def _comm_local_forget(name: str) -> None: ...
 def _comm_init_all(world: int, timeout: Optional[float] = None) -> List[_Comm]: ...

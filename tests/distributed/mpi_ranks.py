@@ -24,25 +24,17 @@ import traceback
 import npurt
 import npurt.distributed as dist
 import numpy as np
-from npurt.distributed import _mpi_comm, _mpi_small
+from npurt.distributed import _mpi_comm, _mpi_ops
 
-EAGER = [0]  # collectives completed on the one-phase path (counted by wrapping its finish)
-_finish = _mpi_small.finish
-
-
-def _counted_finish(*args):
-    EAGER[0] += 1
-    _finish(*args)
-
-
-_mpi_small.finish = _counted_finish
-ON_CALLER: list = []  # per collective run: on the calling (main) thread, or queued
+EAGER = [0]  # collectives completed on the one-phase path by `MpiComm.run` (+ `native()`'s)
+ON_CALLER: list = []  # per collective `MpiComm.run` ran: on the calling (main) thread, or queued
 _run = _mpi_comm.MpiComm.run
 
 
 def _recorded_run(self, c):
     ON_CALLER.append(threading.current_thread() is threading.main_thread())
     _run(self, c)
+    EAGER[0] += bool(c.eager)
 
 
 _mpi_comm.MpiComm.run = _recorded_run
@@ -52,8 +44,17 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PROD, "max": dist.ReduceO
        "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}
 
 
+def native() -> tuple:
+    """``(on the calling thread, queued)``: the default group's one-call collectives that the
+    native exchange completed (``_MpiExchange.run_sync``, which ``MpiComm.run`` never sees)."""
+    g = dist.group_of(None) if dist.is_initialized() else None
+    x = getattr(getattr(getattr(g, "backend", None), "comm", None), "_x0", None)
+    return tuple(x.stats) if x is not None else (0, 0)
+
+
 def emit(**kw) -> None:
-    print("RESULT " + json.dumps({**kw, "eager": EAGER[0]}), flush=True)
+    done = native()
+    print("RESULT " + json.dumps({**kw, "eager": EAGER[0] + sum(done), "native": sum(done)}), flush=True)
 
 
 def data(dtype: str, rank: int, count: int, seed: int) -> np.ndarray:
@@ -147,6 +148,25 @@ def check_all(r: int, n: int) -> None:
         expect(bool(np.allclose(got, fold, rtol=1e-5, atol=1e-5)), "float32 all_reduce (MPI's order)")
     else:
         expect(bool(np.array_equal(got, fold)), "float32 all_reduce in rank order, bitwise")
+    # float16 / bfloat16 values that round: accumulated in float32 in rank order, rounded
+    # once, bitwise the Python fold's result (`fold_ranks`, the former one-phase code and the
+    # two-phase path's), in place (the native one-call path when one phase)
+    for dtype in ("float16", "bfloat16"):
+        for name in ("sum", "avg", "prod", "max"):
+            rng = np.random.default_rng(11)
+            raw = [rng.standard_normal(500).astype(np.float32) * 3 for _ in range(n)]
+            if dtype == "float16":
+                bits = [x.astype(np.float16).view(np.uint16) for x in raw]
+                vals = [b.view(np.float16).astype(np.float32) for b in bits]
+            else:
+                bits = [_mpi_ops._bf16_from_f32(x) for x in raw]
+                vals = [(b.astype(np.uint32) << 16).view(np.float32) for b in bits]
+            want = _mpi_ops.fold_ranks(bits, dtype, int(OPS[name]))
+            want = (want.view(np.float16).astype(np.float64) if dtype == "float16"
+                    else (want.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
+            t = as_device(vals[r].astype(np.float64), dtype)
+            dist.all_reduce(t, op=OPS[name])
+            expect(bool(np.array_equal(host(t), want)), f"{dtype} all_reduce {name} in rank order, bitwise")
     # in-place all_gather (the input is this rank's chunk of the output), both sizes
     for k in (5, 20000):
         g = npurt.to_device(np.zeros(k * n, np.float32))
@@ -162,10 +182,14 @@ def check_all(r: int, n: int) -> None:
     burst = npurt.to_device(np.ones(64, np.int64))
     npurt.kernels.busy(0.05)
     del ON_CALLER[:]
+    before = native()
     for _ in range(5):
         dist.all_reduce(burst)
     expect(np.array_equal(host(burst), np.full(64, n ** 5)), "burst behind a kernel")
-    expect(ON_CALLER == [False, True, True, True, True], f"burst on the calling thread: {ON_CALLER}")
+    after = native()
+    here = ON_CALLER.count(True) + after[0] - before[0]
+    queued = ON_CALLER.count(False) + after[1] - before[1]
+    expect((here, queued) == (4, 1) and ON_CALLER[:1] != [True], f"burst on the calling thread: {ON_CALLER}, native {before} -> {after}")
 
     # list forms
     lst = [npurt.zeros(5) for _ in range(n)]
@@ -225,6 +249,33 @@ def check_all(r: int, n: int) -> None:
     emit(rank=r, mode="all", checks=checks, fails=fails)
 
 
+def fast_case(mode: str, r: int, n: int) -> None:
+    """Failures on the one-call path (blocking, no per-call timeout: ``_MpiExchange.run_sync``)
+    in a group whose deadline is 1 s: ``fast_desync`` (rank 0 all_reduce, the others
+    broadcast), ``fast_sleep`` (rank 1 comes 3 s late). ``py_runs``: how many collectives
+    ``MpiComm.run`` ran for the failing call (0: it took the native path)."""
+    g = dist.new_group(timeout=1.0)
+    t = npurt.to_device(np.ones(1000, np.float32))
+    for _ in range(2):  # the first call makes the group's communication stream
+        dist.all_reduce(t, group=g)
+    host(t)
+    x = g.backend.comm._x0
+    runs, done = len(ON_CALLER), x.stats
+    t0 = time.monotonic()
+    try:
+        if mode == "fast_sleep" and r == 1:
+            time.sleep(3.0)
+        if mode == "fast_desync" and r != 0:
+            dist.broadcast(t, src=0, group=g)
+        else:
+            dist.all_reduce(t, group=g)
+        host(t)  # a failed collective's error is the stream's: raised where the result is read
+        emit(rank=r, mode=mode, error=None, cls=None, py_runs=len(ON_CALLER) - runs)
+    except npurt.Error as e:
+        emit(rank=r, mode=mode, error=str(e), cls=type(e).__name__, secs=time.monotonic() - t0,
+             py_runs=len(ON_CALLER) - runs, native_done=[b - a for a, b in zip(done, x.stats, strict=True)])
+
+
 def hang_case(mode: str, r: int, n: int) -> None:
     t = npurt.to_device(np.ones(40000 if mode == "pathdiff" else 1000, np.float32))  # pathdiff: both paths agree
     dist.all_reduce(t)
@@ -264,6 +315,8 @@ def main() -> None:
     try:
         if mode == "all":
             check_all(r, n)
+        elif mode.startswith("fast_"):
+            fast_case(mode, r, n)
         else:
             hang_case(mode, r, n)
     except Exception:

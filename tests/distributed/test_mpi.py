@@ -57,6 +57,9 @@ def test_every_collective_op_and_dtype_matches_numpy(n, path):
         assert row["checks"] >= 94  # 7 dtypes x (5 ops x 2..3 collectives + 3) + the rest
         if path == ONE_PHASE:  # every collective of the op x dtype matrix is small
             assert row["eager"] >= 7 * (5 * 2 + 3), (r, row["eager"])
+            assert row["native"] >= 7 * 5 * 2, (r, row)  # blocking ones: the one-call native path
+        else:
+            assert row["native"] == 0, (r, row)
     _check_path(rows, path)
 
 
@@ -87,6 +90,41 @@ def test_desync_is_reported_with_both_calls_on_every_rank(mode, theirs, path):
         assert rows[r]["cls"] == "CollectiveDesyncError", rows[r]
         assert "rank 0 called all_reduce(float32[" in rows[r]["error"] and theirs in rows[r]["error"], rows[r]
     _check_path(rows, path)
+
+
+def _stream_error(row: dict, cls: str) -> str:
+    """The collective's error as a blocking call reports it (before the native path too):
+    the communication stream's failed task (``TaskFailedError``), raised where the result is
+    read, whose text ends with the collective's own error; returns that error's message."""
+    assert row["cls"] == "TaskFailedError", row
+    last = row["error"].rstrip().splitlines()[-1]
+    assert last.startswith(f"{cls}: "), row
+    return last
+
+
+def test_desync_on_the_native_one_call_path():
+    """Blocking calls without a per-call timeout take ``_MpiExchange.run_sync`` (no
+    ``MpiComm.run``): a desync there is the same error, worded the same on every rank."""
+    rows, p = run_job(3, "fast_desync")
+    assert sorted(rows) == [0, 1, 2], (p.stdout[-2000:], p.stderr[-2000:])
+    msgs = {_stream_error(rows[r], "CollectiveDesyncError") for r in rows}
+    assert len(msgs) == 1, msgs
+    msg = msgs.pop()
+    assert "rank 0 called all_reduce(float32[1000], op=sum) at #3, rank 1 called broadcast(float32[1000], root=0)" in msg
+    for r in rows:
+        assert rows[r]["py_runs"] == 0 and rows[r]["native_done"] == [0, 0], rows[r]
+
+
+def test_timeout_on_the_native_one_call_path():
+    rows, p = run_job(3, "fast_sleep")
+    assert sorted(rows) == [0, 1, 2], (p.stdout[-2000:], p.stderr[-2000:])
+    for r in (0, 2):
+        msg = _stream_error(rows[r], "CollectiveTimeoutError")
+        assert "all_reduce" in msg and "rank(s) 1 never arrived" in msg, rows[r]
+        assert rows[r]["py_runs"] == 0 and rows[r]["secs"] < 2.9, rows[r]
+    # the late rank learns from the abort notice that the collective failed (same class)
+    msg = _stream_error(rows[1], "CollectiveTimeoutError")
+    assert "aborted at collective #3" in msg and "rank(s) 1 never arrived" in msg, rows[1]
 
 
 def test_ranks_on_different_paths_for_the_same_call_is_a_desync():

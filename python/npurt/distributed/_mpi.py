@@ -90,7 +90,7 @@ class MpiBackend(Backend):
         self.comm = MpiComm(ranks)
         self.rank, self.size = self.comm.rank, self.comm.size
         self.timeout_s = default_timeout() if timeout is None else float(timeout)
-        self._seq = 0
+        self.comm.enable_fast(self._deadline_s(None))
         self._enqueue = threading.Lock()
         self._tail: dict = {}  # stream id -> its task count after a blocking call that was queued
         self._scratch: dict = {}
@@ -120,25 +120,23 @@ class MpiBackend(Backend):
         arr = send if send is not None else recv
         dtype = arr.dtype_name if arr is not None else "uint8"
         if dtype not in ops.DTYPES:
-            raise collective_error("param", kind, self._seq + 1, [], f"dtype {dtype} is not an HCCL data type", self.rank)
+            raise collective_error("param", kind, self.comm.seq + 1, [], f"dtype {dtype} is not an HCCL data type", self.rank)
         count = hccl_count(kind, send, recv, self.size)
         bad = _shape_error(kind, send, recv, self.size)
         if bad:
-            raise collective_error("param", kind, self._seq + 1, [], bad, self.rank)
+            raise collective_error("param", kind, self.comm.seq + 1, [], bad, self.rank)
         if self.comm.failed is not None:
             raise self.comm.aborted_error(None, self.comm.failed, kind)
         p2p = kind in ("send", "recv")
         with self._enqueue:  # collectives are numbered in enqueue order (= the stream's order)
-            if not p2p:
-                self._seq += 1
-            seq = self._seq
-        t = self.timeout_s if timeout_s is None else float(timeout_s)
-        t = math.inf if t <= 0 else t  # 0: no deadline (HCCL_EXEC_TIMEOUT=0)
+            seq = self.comm.seq if p2p else self.comm.next_seq()
+        t = self._deadline_s(timeout_s)
         peer = int(root) if p2p else -1
         header_count = count * self.size if kind in ("reduce_scatter", "all_to_all") else count
         send_mv = _bytes(send)
         recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
         call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
+        call.arrays = (send._a if send is not None else None, recv._a if recv is not None else None)
         work = None if here else MpiWork(call, self.comm)
         ran: List[bool] = []
         keep = (send, recv)  # the arrays stay alive until the task ran
@@ -157,6 +155,7 @@ class MpiBackend(Backend):
                 if work is not None:
                     work.done.set()
                 del call.send, call.recv
+                call.arrays = (None, None)
                 _ = keep
 
         for a in (send,) if recv is send else (send, recv):
@@ -187,11 +186,22 @@ class MpiBackend(Backend):
             scratch = self._scratch[key] = _npurt._empty([1], a.dtype_name, a.device)
         _npurt._copy(a._a.view(a._a.offset, a.dtype_name, [1], [1]), scratch, stream)
 
+    def _deadline_s(self, timeout_s: Optional[float]) -> float:
+        t = self.timeout_s if timeout_s is None else float(timeout_s)
+        return math.inf if t <= 0 else t  # 0: no deadline (HCCL_EXEC_TIMEOUT=0)
+
+    def one_call(self) -> Any:
+        """``_MpiExchange.run_sync``: a blocking one-phase collective in one native call
+        (the stream ordering, the exchange, the fold; errors built by ``MpiComm``)."""
+        x = self.comm._x0
+        return x.run_sync if x is not None else None
+
     def shutdown(self) -> None:
         self.comm.close()
 
     def set_timeout(self, timeout_s: float) -> None:
         self.timeout_s = float(timeout_s)
+        self.comm.set_fast_timeout(self._deadline_s(None))
 
 
 def default_timeout() -> float:

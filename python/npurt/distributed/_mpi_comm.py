@@ -24,6 +24,7 @@ are revoked so every survivor stops waiting.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -33,6 +34,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
+from .. import _npurt
 from . import _mpi_ops as ops
 from . import _mpi_small as small
 from ._backend import collective_error
@@ -45,13 +47,6 @@ _HOT_S = 0.000005  # poll MPI_Test back to back this long (MPI progresses only i
 # longer starves a peer that shares this core; none when the host has more ranks than cores),
 _SPIN_S = 0.002  # then yielding the core between polls this long, then sleeping between polls
 _DATA_SPIN_S = 0.05  # (the data exchange, once every rank arrived, yields this long)
-
-
-def _done(req: Any) -> bool:
-    try:
-        return bool(req.Test())
-    except Exception:  # noqa: BLE001 - a failed request (ULFM) did not bring the header
-        return False
 
 
 def _text(e: BaseException) -> str:
@@ -109,11 +104,23 @@ class MpiComm:
         self.eager_limit = small.eager_limit()
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "")
         self._hot_s = 0.0 if local.isdigit() and int(local) > len(os.sched_getaffinity(0)) else _HOT_S
-        row = small.inbox_bytes(self.size)
-        self._inbox = np.zeros((self.size, row), np.uint8)  # row p: rank p's header (+ payload)
-        self._outbox = np.zeros((max(1, self.size - 1), row), np.uint8)
-        # every collective's first receives: persistent, started anew by each (MPI_Startall)
-        self._recvs = [self.ctl.Recv_init([self._inbox[p], MPI.BYTE], source=p, tag=_TAG_HDR) for p in self.peers]
+        # every collective's first exchange (the whole of a one-phase one): native code
+        # calling libmpi (npurt_core::collective::mpi), with persistent per-peer receives
+        # (also the one-call path's: `_MpiExchange.run_sync`, on once `enable_fast` ran)
+        self._x: Any = None
+        if self.size > 1:
+            try:  # MPI's functions are looked up through mpi4py's extension module (its libmpi)
+                self._x = _npurt._MpiExchange(MPI._handleof(self.ctl), MPI._handleof(MPI.BYTE),
+                                              MPI._sizeof(MPI.Request), MPI._sizeof(MPI.Status), MPI.UNDEFINED,
+                                              self.rank, self.size, _TAG_HDR, small.inbox_bytes(self.size),
+                                              self._hot_s, getattr(MPI, "__file__", None))
+            except Exception as e:  # noqa: BLE001 - reported as the backend being unavailable
+                from ..exceptions import UnavailableError
+
+                raise UnavailableError(f"backend 'mpi': cannot call this MPI library natively: {e}") from None
+            self._x.notice = self._notice_h
+        self._x0 = self._x  # (`_x` is dropped after a failure that leaves MPI owning its buffers)
+        self._seq0 = 0  # the collective numbering of a group of one (else `_x0`'s)
 
     # -- the entry point -------------------------------------------------------------
     def run(self, c: Call) -> None:
@@ -129,17 +136,66 @@ class MpiComm:
                     self._p2p(c, deadline)
                 elif small.eligible(c.kind, c.dtype, c.count, self.size, self.eager_limit):
                     c.eager = True
-                    self._exchange(c, deadline, small.messages(c, self.rank, self.size, self._outbox, self._inbox))
-                    small.finish(c, self.rank, self.size, self._inbox)
+                    self._exchange(c, deadline)
                 else:
                     if self.size > 1:
-                        self._exchange(c, deadline, small.header_only(c, self.rank, self.size, self._inbox))
+                        self._exchange(c, deadline)
                     self._data(c, deadline)
             except self.MPI.Exception as e:
                 raise self._fail(self._mpi_failure(c, e), c.seq) from None
             except BaseException as e:
                 self._fail(e, c.seq)
                 raise
+
+    def native_call(self, kind: int, seq: int, dtype: int, count: int, op: int, root: int, timeout_s: float,
+                    left_s: float, st: int, info: Any, send_a: Any, recv_a: Any) -> None:
+        """The one-call path's collective (``_MpiExchange.run_sync``, its host task) when
+        the native exchange did not simply complete it: ``st`` as in :meth:`_settle`; 5: it
+        did not start (the group failed or a rank left since it was queued): runs as
+        :meth:`run`; 6: a signal interrupted the wait (the group is then failed, as when
+        the Python wait is interrupted). Raises the collective's error."""
+        recv_a = send_a if recv_a is None else recv_a  # in place
+        send_mv = ops.native_view(send_a)
+        recv_mv = send_mv if recv_a is send_a else ops.native_view(recv_a)
+        c = Call(small.KIND_NAMES[kind], seq, ops.NAMES_BY_CODE[dtype], count, op, root, send_mv, recv_mv, -1, timeout_s)
+        c.arrays = (send_a, recv_a)
+        if st == 5:
+            self.run(c)
+            return
+        with self._lock:
+            c.eager = True
+            self._last_seq = max(self._last_seq, seq)
+            try:
+                if st == 6:
+                    raise KeyboardInterrupt
+                self._settle(c, time.monotonic() + left_s, st, info)
+            except self.MPI.Exception as e:
+                raise self._fail(self._mpi_failure(c, e), c.seq) from None
+            except BaseException as e:
+                self._fail(e, c.seq)
+                raise
+
+    def enable_fast(self, timeout_s: float) -> None:
+        """Turns the one-call path on (``MpiBackend.one_call``) with the group's deadline."""
+        if self._x0 is not None and self.failed is None and not self._left and not self.closed:
+            limit = self.eager_limit if self.size <= small.MAX_RANKS else 0  # (`_mpi_small.eligible`)
+            self._x0.set_fast(functools.partial(_native_call, weakref.ref(self)), timeout_s, limit)
+
+    def set_fast_timeout(self, timeout_s: float) -> None:
+        if self._x0 is not None:
+            self._x0.set_timeout(timeout_s)
+
+    def next_seq(self) -> int:
+        """Claims the next collective number (in enqueue order, shared with the one-call path)."""
+        if self._x0 is not None:
+            return int(self._x0.next_seq())
+        self._seq0 += 1
+        return self._seq0
+
+    @property
+    def seq(self) -> int:
+        """The last collective number claimed."""
+        return int(self._x0.seq) if self._x0 is not None else self._seq0
 
     # -- waiting ---------------------------------------------------------------------
     def _wait(self, c: Call, reqs: List[Any], deadline: float, on_timeout: Any, hot: bool = False) -> None:
@@ -193,6 +249,8 @@ class MpiComm:
         self._post_notice()
         if note.get("kind") == "left":  # fine for the collectives it took part in
             self._left[int(note.get("rank", src))] = (int(note.get("seq", 0)), str(note.get("what", "left")))
+            if self._x0 is not None:
+                self._x0.set_fast(None)  # `run` checks the collectives that need that rank
             self._check_left(c)
             return
         missing = note.get("missing")
@@ -213,6 +271,10 @@ class MpiComm:
 
     def _post_notice(self) -> None:
         self._notice = self.note.Irecv([self._notice_buf, self.MPI.BYTE], source=self.MPI.ANY_SOURCE, tag=_TAG_NOTICE)
+        self._notice_h = self.MPI._handleof(self._notice)  # the native exchange watches it
+        x = getattr(self, "_x0", None)
+        if x is not None:
+            x.notice = self._notice_h
 
     def _notify(self, note: dict) -> None:
         """Tells every peer this communicator is aborted (best effort, never waits)."""
@@ -228,12 +290,14 @@ class MpiComm:
         """Records the group's first failure (every later collective is aborted by it)."""
         if self.failed is None:
             self.failed, self.failed_seq = err, seq
+        if self._x0 is not None:
+            self._x0.set_fast(None)  # every later call takes `run`, which raises the aborted error
         return err
 
     def aborted_error(self, c: Optional[Call], failed: BaseException, kind: str = "") -> BaseException:
         """The error of a collective that cannot run because ``failed`` aborted the group:
         the same class, "cannot run: the communicator was aborted at collective #n: ..."."""
-        label, seq = (c.label(), c.seq) if c is not None else (kind, self._last_seq + 1)
+        label, seq = (c.label(), c.seq) if c is not None else (kind, max(self._last_seq, self.seq) + 1)
         return _aborted(label, seq, self.failed_seq, _text(failed), failed, None)
 
     def _timeout(self, c: Call, missing: List[int]) -> BaseException:
@@ -292,25 +356,42 @@ class MpiComm:
             return []
 
     # -- phase 1: headers (the whole collective on the one-phase path) ---------------
-    def _exchange(self, c: Call, deadline: float, msgs: List[Any]) -> None:
-        """Sends ``(peer, header + payload)`` messages, receives every peer's into its
-        inbox row (this rank's own holds its header), and checks that every rank called
-        the same collective."""
-        MPI, inbox, recvs = self.MPI, self._inbox, self._recvs
-        MPI.Prequest.Startall(recvs)
-        sends = [self.ctl.Isend([m, MPI.BYTE], dest=p, tag=_TAG_HDR) for p, m in msgs]
+    def _exchange(self, c: Call, deadline: float) -> None:
+        """Sends every peer this rank's header (one-phase: followed by the data the peer
+        needs), receives every peer's, checks that every rank called the same collective
+        and, one-phase, completes it: all in ``_MpiExchange.run`` (native, GIL released);
+        what it cannot finish comes back as a status for the errors below."""
+        x = self._x
+        if c.eager:
+            send, recv = c.arrays
+            src = recv if c.kind == "broadcast" else send  # the payload: the root's buffer / the input
+        else:
+            src = recv = None
+        st, info = x.run(small.KINDS[c.kind], c.seq, ops.DTYPES[c.dtype][0], c.count, c.op, c.root, c.eager, src,
+                         recv, deadline - time.monotonic(), self._notice_h)
+        self._settle(c, deadline, st, info)
 
-        def missing() -> BaseException:
-            late = [p for p, r in zip(self.peers, recvs, strict=True) if not _done(r)]
-            self._keep.append((inbox, self._outbox, recvs, msgs, sends))
-            self._inbox = self._outbox = self._recvs = None  # type: ignore[assignment]  # MPI may still write them
-            return self._timeout(c, late)
-
-        self._wait(c, recvs + sends, deadline, missing)
-        heads = inbox[:, : small.HEADER_BYTES]
-        if heads.tobytes() == heads[0].tobytes() * self.size:
+    def _settle(self, c: Call, deadline: float, st: int, info: Any) -> None:
+        """The rest of an exchange that ``_MpiExchange`` ended with status ``st`` (see its
+        ``run``): done, or the wait resumed after an abort notice that did not end it, or
+        the error (timeout, MPI error, desync: every rank words it the same way)."""
+        x = self._x
+        while st == 3:  # an abort notice came: raises, or records a rank that left (then go on)
+            self._check_notice(c)
+            st, info = x.resume(deadline - time.monotonic(), self._notice_h)
+        if st == 0:
             return
-        theirs = heads.view(np.int64)
+        if st != 2:  # MPI may still use the exchange's buffers: it is kept, never reused
+            self._keep.append(x)
+            self._x = None
+        if st == 1:
+            raise self._timeout(c, list(info))
+        if st == 4:
+            if info < 0:  # the native side's own refusal (a message over the rows, a pending exchange)
+                raise collective_error("internal", c.label(), c.seq, [], f"native exchange refused the call ({info})",
+                                       self.rank)
+            raise self.MPI.Exception(info)
+        theirs = np.frombuffer(info, np.int64).reshape(self.size, -1)
         first = theirs[0]
         for p in range(1, self.size):
             if not np.array_equal(theirs[p], first):
@@ -365,7 +446,7 @@ class MpiComm:
                 return
             self.closed = True
             if self.failed is None:
-                self._notify({"kind": "left", "seq": self._last_seq, "rank": self.rank,
+                self._notify({"kind": "left", "seq": max(self._last_seq, self.seq), "rank": self.rank,
                               "what": f"{why} (pid {os.getpid()})"})
             try:
                 if not self._notice.Test():
@@ -374,13 +455,21 @@ class MpiComm:
             except self.MPI.Exception:
                 return
             if self.failed is None:
-                for req in self._recvs:
-                    req.Free()
+                if self._x is not None:
+                    self._x.close()
                 for comm in (self.data, self.ctl):
                     comm.Free()
 
 
 _ALL: "weakref.WeakSet[MpiComm]" = weakref.WeakSet()
+
+
+def _native_call(ref: Any, *args: Any) -> None:
+    """The one-call path's handler (a weak reference: the native object holds it)."""
+    comm = ref()
+    if comm is None:
+        raise RuntimeError("the mpi group was destroyed while a collective was queued")
+    comm.native_call(*args)
 
 
 def healthy() -> bool:

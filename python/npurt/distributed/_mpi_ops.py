@@ -59,6 +59,15 @@ def byte_view(arr: Any) -> memoryview:
     return raw[off : off + nbytes]
 
 
+def native_view(native: Any) -> memoryview:
+    """:func:`byte_view` of a native array (a DeviceArray's ``_a``)."""
+    nbytes = native.nbytes
+    if nbytes == 0:
+        return memoryview(bytearray(0))
+    off = native.offset
+    return memoryview(native._host_bytes()).cast("B")[off : off + nbytes]
+
+
 def numpy_view(mv: memoryview, dtype: str) -> np.ndarray:
     """A numpy view of ``mv`` in ``dtype`` (bfloat16, which numpy lacks, as uint16)."""
     if dtype == "bfloat16":

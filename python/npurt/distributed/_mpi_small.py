@@ -18,6 +18,12 @@ rank gets every peer's header and compares them all (``MpiComm._exchange``).
 Whether a call takes this path is a function of its header and the group size only, so
 ranks whose headers agree took the same path. Timeouts name the peers whose message has
 not come; abort notices and ULFM failures are handled by the same wait loop.
+
+The runtime runs this protocol in native code (``npurt_core::collective::mpi``: ``plan.rs``
+builds the same header bytes and messages and folds in the same order; ``_MpiExchange``):
+:func:`messages`, :func:`header_only` and :func:`finish` are its Python statement, which
+``tests/distributed/test_mpi_small.py`` checks against numpy (and the native results are
+checked against, bitwise, in the mpirun jobs).
 """
 
 from __future__ import annotations
@@ -44,13 +50,14 @@ _MAGIC = 0x6E707572
 class Call:
     """One collective as every rank describes it (the header) plus this rank's buffers."""
 
-    __slots__ = ("kind", "seq", "dtype", "count", "op", "root", "send", "recv", "peer", "timeout_s", "eager")
+    __slots__ = ("kind", "seq", "dtype", "count", "op", "root", "send", "recv", "peer", "timeout_s", "eager", "arrays")
 
     def __init__(self, kind: str, seq: int, dtype: str, count: int, op: int, root: int,
                  send: Optional[memoryview], recv: Optional[memoryview], peer: int, timeout_s: float) -> None:
         self.kind, self.seq, self.dtype, self.count = kind, seq, dtype, count
         self.op, self.root, self.send, self.recv, self.peer, self.timeout_s = op, root, send, recv, peer, timeout_s
         self.eager = False  # the one-phase path (_mpi_small)
+        self.arrays: Tuple[Any, Any] = (None, None)  # the native arrays behind send / recv (the native exchange's)
 
     def label(self) -> str:
         """``all_reduce(float32 x 4, sum)``: the collective as errors name it."""

@@ -34,6 +34,7 @@ mod error;
 pub mod local;
 #[cfg(all(test, loom))]
 mod loom_tests;
+pub mod mpi;
 mod reduce;
 mod rendezvous;
 pub mod shm;

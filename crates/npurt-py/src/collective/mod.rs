@@ -3,6 +3,8 @@
 //! Buffers are DeviceArrays (contiguous), DeviceBuffers or `_BufferView`s (acl pointers).
 
 mod funcs;
+mod mpi;
+mod mpi_sync;
 mod sync;
 
 use crate::args::{int_arg, timeout_arg, type_name};
@@ -260,7 +262,7 @@ pub(super) const SETTLE: Duration = Duration::from_micros(200);
 /// The interrupt check of a collective run on a Python thread (`collective::with_interrupt`):
 /// runs the signal handlers; an exception they raise (KeyboardInterrupt) stays set for the
 /// caller to raise.
-fn signal_pending() -> bool {
+pub(super) fn signal_pending() -> bool {
     Python::attach(|py| match py.check_signals() {
         Ok(()) => false,
         Err(e) => {
@@ -272,5 +274,6 @@ fn signal_pending() -> bool {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyComm>()?;
+    mpi::register(m)?;
     funcs::register(m)
 }

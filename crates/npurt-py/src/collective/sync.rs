@@ -18,7 +18,8 @@ use crate::array::PyArray;
 use crate::errors::IntoPy;
 use crate::stream::PyStream;
 use npurt_core::collective::{CollKind, HcclDataType, OpDesc, ReduceOp, Region};
-use npurt_core::current;
+use npurt_core::{current, Stream};
+use npurt_kernels::DeviceArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Mutex;
@@ -46,6 +47,111 @@ impl Marks {
     }
 }
 
+/// A blocking collective's arguments, checked, with its streams (see [`check`]).
+pub(super) struct Checked {
+    pub kind: CollKind,
+    pub a: DeviceArray,
+    pub out: Option<DeviceArray>,
+    pub dtype: HcclDataType,
+    pub op: ReduceOp,
+    pub cs: Stream,
+    pub cur: Stream,
+}
+
+/// The general path's rules for a one-call collective (`array`: the native array, `t._a`;
+/// `output`: the native output of the two-buffer collectives): None when the general path
+/// must take the call (nothing done).
+pub(super) fn check(
+    kind: &str,
+    array: &Bound<'_, PyAny>,
+    op: &Bound<'_, PyAny>,
+    streams: &Bound<'_, PyDict>,
+    output: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<Checked>> {
+    let kind = match (CollKind::from_name(kind), output.is_some()) {
+        (Some(k @ (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce)), false) => k,
+        (Some(k @ (CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll)), true) => k,
+        _ => return Ok(None),
+    };
+    let Ok(arr) = array.cast::<PyArray>() else {
+        return Ok(None);
+    };
+    let a = &arr.get().a;
+    let t = a.tensor();
+    // The output of a two-buffer collective: same device and dtype as the input, contiguous.
+    let out = match output.map(|o| o.cast::<PyArray>()) {
+        None => None,
+        Some(Ok(o)) => Some(o.get().a.clone()),
+        Some(Err(_)) => return Ok(None),
+    };
+    if let Some(o) = &out {
+        let ot = o.tensor();
+        if o.buffer().device() != a.buffer().device() || ot.dtype() != t.dtype() || !ot.is_contiguous() {
+            return Ok(None);
+        }
+    }
+    let op = op.extract::<u32>().ok().and_then(ReduceOp::from_u32);
+    let (Some(dtype), Some(op)) = (HcclDataType::from_name(t.dtype().name()), op) else {
+        return Ok(None);
+    };
+    if !t.is_contiguous() {
+        return Ok(None);
+    }
+    let dev = a.buffer().device();
+    let Some(cs) = streams.get_item(dev)? else {
+        return Ok(None);
+    };
+    let Ok(cs) = cs.cast::<PyStream>() else {
+        return Ok(None);
+    };
+    let cs = cs.get().s.clone();
+    let cur = current::current_stream().py_err()?;
+    // (The communication stream made current: the general path gives the group a fresh one.)
+    if cur.device() != dev || !cs.is_usable() || !cur.is_usable() || cur == cs {
+        return Ok(None);
+    }
+    Ok(Some(Checked {
+        kind,
+        a: a.clone(),
+        out,
+        dtype,
+        op,
+        cs,
+        cur,
+    }))
+}
+
+impl Checked {
+    /// Orders the communication stream after the current one (unless `marks` says nothing
+    /// came since) and after the arrays' writers.
+    pub(super) fn order(&self, marks: &Marks) -> PyResult<()> {
+        let (cs, cur) = (&self.cs, &self.cur);
+        if marks.get(cs.id()) != Some((cur.id(), cur.submitted_count())) {
+            cs.wait_stream(cur).py_err()?;
+        }
+        self.a.prepare_on(cs).py_err()?;
+        if let Some(o) = &self.out {
+            o.prepare_on(cs).py_err()?;
+        }
+        Ok(())
+    }
+
+    /// After the launch: the output's last writer is the communication stream, the current
+    /// stream waits for it. As `ProcessGroup.run`: a failed collective left its error on
+    /// the communication stream (raised where the result is read), not here.
+    pub(super) fn finish(&self, marks: &Marks) -> PyResult<()> {
+        let (cs, cur) = (&self.cs, &self.cur);
+        self.out.as_ref().unwrap_or(&self.a).mark_written(cs);
+        if let Err(e) = cur.wait_stream(cs) {
+            if cs.is_usable() || !cur.is_usable() {
+                return Err(e).py_err();
+            }
+        }
+        marks.set(cs.id(), cur.id(), cur.submitted_count());
+        Ok(())
+    }
+}
+
 /// [`PyComm::run_sync`]: `array` is the native array (`t._a`; the input of the
 /// two-buffer collectives), `output` the native output array of those (None for the
 /// in-place ones), `op` a `ReduceOp` value, `root` the group rank of the root, `streams` the group's
@@ -64,84 +170,32 @@ pub(super) fn run(
     run_here: bool,
     output: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<bool> {
-    let kind = match (CollKind::from_name(kind), output.is_some()) {
-        (Some(k @ (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce)), false) => k,
-        (Some(k @ (CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll)), true) => k,
-        _ => return Ok(false),
-    };
-    let Ok(arr) = array.cast::<PyArray>() else {
+    let Some(c) = check(kind, array, op, streams, output)? else {
         return Ok(false);
     };
-    let a = &arr.get().a;
-    let t = a.tensor();
-    // The output of a two-buffer collective: same device and dtype as the input, contiguous.
-    let out = match output.map(|o| o.cast::<PyArray>()) {
-        None => None,
-        Some(Ok(o)) => Some(o.get().a.clone()),
-        Some(Err(_)) => return Ok(false),
-    };
-    if let Some(o) = &out {
-        let ot = o.tensor();
-        if o.buffer().device() != a.buffer().device() || ot.dtype() != t.dtype() || !ot.is_contiguous() {
-            return Ok(false);
-        }
-    }
-    let op = op.extract::<u32>().ok().and_then(ReduceOp::from_u32);
-    let (Some(dtype), Some(op)) = (HcclDataType::from_name(t.dtype().name()), op) else {
-        return Ok(false);
-    };
-    if !t.is_contiguous() {
-        return Ok(false);
-    }
-    let dev = a.buffer().device();
-    let Some(cs) = streams.get_item(dev)? else {
-        return Ok(false);
-    };
-    let Ok(cs) = cs.cast::<PyStream>() else {
-        return Ok(false);
-    };
-    let cs = &cs.get().s;
-    let cur = current::current_stream().py_err()?;
-    // (The communication stream made current: the general path gives the group a fresh one.)
-    if cur.device() != dev || !cs.is_usable() || !cur.is_usable() || cur == *cs {
-        return Ok(false);
-    }
-    if comm.marks.get(cs.id()) != Some((cur.id(), cur.submitted_count())) {
-        cs.wait_stream(&cur).py_err()?;
-    }
+    c.order(&comm.marks)?;
+    let (a, t) = (&c.a, c.a.tensor());
     // HCCL's count, as `hccl_count`: the send count for all_gather, the receive count for
     // reduce_scatter, elements per peer for all_to_all, else the buffer's.
-    let count = match (kind, &out) {
+    let count = match (c.kind, &c.out) {
         (CollKind::ReduceScatter, Some(o)) => o.tensor().numel() as u64,
         (CollKind::AllToAll, _) => (t.numel() / comm.c.world().max(1) as usize) as u64,
         _ => t.numel() as u64,
     };
     let desc = OpDesc {
-        kind,
-        dtype,
-        op,
+        kind: c.kind,
+        dtype: c.dtype,
+        op: c.op,
         count,
         root,
     };
     let send = Region::of(a.buffer(), a.offset(), t.nbytes());
-    let recv = match &out {
+    let recv = match &c.out {
         Some(o) => Region::of(o.buffer(), o.offset(), o.tensor().nbytes()),
         // In place: the send side's handle keeps the buffer alive for both.
         None => Region { keep: None, ..send },
     };
-    a.prepare_on(cs).py_err()?;
-    if let Some(o) = &out {
-        o.prepare_on(cs).py_err()?;
-    }
-    comm.launch(py, cs, desc, Some(send), Some(recv), None, run_here)?;
-    out.as_ref().unwrap_or(a).mark_written(cs);
-    // As `ProcessGroup.run`: a failed collective left its error on `cs` (raised where the
-    // result is read: `cs` is the array's last writer), not here.
-    if let Err(e) = cur.wait_stream(cs) {
-        if cs.is_usable() || !cur.is_usable() {
-            return Err(e).py_err();
-        }
-    }
-    comm.marks.set(cs.id(), cur.id(), cur.submitted_count());
+    comm.launch(py, &c.cs, desc, Some(send), Some(recv), None, run_here)?;
+    c.finish(&comm.marks)?;
     Ok(true)
 }

@@ -1,0 +1,342 @@
+//! One rank's side of the `mpi` backend's first exchange (every collective's headers; the
+//! whole collective on the one-phase path) in native code: per-peer persistent receives
+//! into this object's inbox rows, one `MPI_Isend` per peer, a poll loop with a deadline
+//! that also watches the abort-notice receive, the header check and the local completion.
+//! Anything unusual is an [`Outcome`] the Python side turns into its usual error.
+
+use super::super::types::Region;
+use super::ffi::{Handles, MpiLib};
+use super::plan::{self, Call, Msg};
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Polls yield the core between them for this long after the hot window (`_SPIN_S`), then sleep.
+const SPIN: Duration = Duration::from_millis(2);
+
+/// How an exchange ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every message came, the headers agree, the collective is complete.
+    Done,
+    /// The deadline passed; the peers (group ranks) whose message has not come.
+    Timeout(Vec<u32>),
+    /// Every message came but the headers differ ([`Exchange::headers`] has them).
+    Desync,
+    /// The abort-notice receive completed (still pending: `MPI_Request_get_status` does
+    /// not complete it); the exchange may be resumed ([`Exchange::resume`]).
+    Notice,
+    /// The interrupt check said stop (a signal); the exchange is abandoned.
+    Interrupted,
+    /// An MPI call returned this error code; the exchange is abandoned.
+    Mpi(i32),
+}
+
+/// This rank's side of a group's first exchanges. A started exchange that did not end in
+/// `Done` / `Desync` leaves MPI owning the buffers: they are then never freed.
+pub struct Exchange {
+    lib: Arc<MpiLib>,
+    h: Handles,
+    tag: c_int,
+    rank: usize,
+    n: usize,
+    row: usize,
+    hot: Duration,
+    inbox: Vec<u8>,
+    outbox: Vec<u8>,
+    reqs: Vec<u64>,
+    statuses: Vec<u64>,
+    indices: Vec<c_int>,
+    got: Vec<bool>,
+    left: usize,
+    active: bool,
+    closed: bool,
+    call: Option<(Call, Option<Region>)>,
+}
+
+fn check(code: c_int) -> Result<(), i32> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(code)
+    }
+}
+
+impl Exchange {
+    /// Posts (inactive) persistent receives of `row` bytes (the largest message) from every
+    /// peer on the communicator `h.comm`, tag `tag`. `hot`: how long polls run back to back.
+    pub fn new(
+        lib: Arc<MpiLib>,
+        h: Handles,
+        rank: usize,
+        n: usize,
+        tag: i32,
+        row: usize,
+        hot: Duration,
+    ) -> Result<Exchange, i32> {
+        assert!(rank < n && row >= plan::HEADER_BYTES && row <= i32::MAX as usize);
+        let nreq = 2 * (n - 1);
+        let words = |bytes: usize| bytes.div_ceil(8);
+        let mut x = Exchange {
+            lib,
+            h,
+            tag,
+            rank,
+            n,
+            row,
+            hot,
+            inbox: vec![0; n * row],
+            outbox: Vec::new(),
+            reqs: vec![0; words(nreq * h.request_size)],
+            statuses: vec![0; words(nreq.max(1) * h.status_size)],
+            indices: vec![0; nreq],
+            got: vec![false; n],
+            left: 0,
+            active: false,
+            closed: false,
+            call: None,
+        };
+        for (i, p) in (0..n).filter(|&p| p != rank).enumerate() {
+            let buf = x.inbox[p * row..].as_mut_ptr().cast::<c_void>();
+            let req = x.req(i);
+            // SAFETY: `buf` is row `p` of the inbox (`row` bytes, owned by `x`, freed only
+            // when no receive is active: see Drop); `req` points at a request slot of
+            // `request_size` bytes; the handles are mpi4py's for this communicator.
+            check(unsafe { (x.lib.recv_init)(buf, row as c_int, h.byte, p as c_int, tag, h.comm, req) })?;
+        }
+        Ok(x)
+    }
+
+    /// Request slot `i` (recvs: 0..n-1 in peer order, sends: n-1..2n-2).
+    fn req(&mut self, i: usize) -> *mut c_void {
+        debug_assert!(i < 2 * (self.n - 1));
+        self.reqs
+            .as_mut_ptr()
+            .cast::<u8>()
+            .wrapping_add(i * self.h.request_size)
+            .cast()
+    }
+
+    /// Starts `call`: fills this rank's row (and the outbox), starts the receives, sends
+    /// every peer its message, then polls as [`Exchange::resume`]. `send`: the input
+    /// (broadcast: the root's buffer), `recv`: the output, completed on `Done`; `notice`:
+    /// the abort-notice receive's handle (0: none); `interrupt`: called between sleeps.
+    pub fn run(
+        &mut self,
+        call: Call,
+        send: Option<&Region>,
+        recv: Option<Region>,
+        deadline: Instant,
+        notice: usize,
+        interrupt: &mut dyn FnMut() -> bool,
+    ) -> Outcome {
+        let (n, row, rank) = (self.n, self.row, self.rank);
+        // (-1: a message larger than the receive rows; -2: an exchange pending, or closed)
+        if call.eager && plan::HEADER_BYTES + call.peer_bytes(n) > row {
+            return Outcome::Mpi(-1);
+        }
+        if self.active || self.closed {
+            return Outcome::Mpi(-2);
+        }
+        if call.eager && matches!(call.kind, plan::Kind::ReduceScatter | plan::Kind::AllToAll) && self.outbox.is_empty()
+        {
+            self.outbox = vec![0; (n - 1) * row];
+        }
+        let input: &[u8] = match send {
+            // SAFETY: a Region is `len` readable bytes kept alive by its owner (`keep`, or
+            // the caller for the duration of this call); nothing writes them meanwhile
+            // (the stream ordering); the slice is dropped before any MPI call.
+            Some(r) if r.len > 0 => unsafe { std::slice::from_raw_parts(r.addr as *const u8, r.len) },
+            _ => &[],
+        };
+        let msgs = plan::fill(
+            &call,
+            rank,
+            n,
+            input,
+            &mut self.inbox[rank * row..(rank + 1) * row],
+            &mut self.outbox,
+            row,
+        );
+        self.got.iter_mut().for_each(|g| *g = false);
+        self.got[rank] = true;
+        self.left = 2 * (n - 1);
+        self.active = true;
+        self.call = Some((call, recv));
+        let r0 = self.req(0);
+        // SAFETY: slots 0..n-1 hold the persistent receives made in `new`, inactive.
+        if let Err(e) = check(unsafe { (self.lib.startall)((n - 1) as c_int, r0) }) {
+            return Outcome::Mpi(e);
+        }
+        for (i, (p, m)) in msgs.into_iter().enumerate() {
+            let (ptr, len) = match m {
+                Msg::Own(len) => (self.inbox[rank * row..].as_ptr(), len),
+                Msg::Chunk(j, len) => (self.outbox[j * row..].as_ptr(), len),
+            };
+            let req = self.req(n - 1 + i);
+            // SAFETY: `ptr` is `len` bytes of this object's rows, not written until the
+            // send completed (the next `run` starts only after every request completed,
+            // else the buffers are never freed); `req` a send slot.
+            let code = unsafe {
+                (self.lib.isend)(
+                    ptr.cast(),
+                    len as c_int,
+                    self.h.byte,
+                    p as c_int,
+                    self.tag,
+                    self.h.comm,
+                    req,
+                )
+            };
+            if let Err(e) = check(code) {
+                return Outcome::Mpi(e);
+            }
+        }
+        self.resume(deadline, notice, interrupt)
+    }
+
+    /// Polls the started exchange until every message came (then checks the headers and
+    /// completes the collective), `deadline` passes or the notice receive completed: back
+    /// to back for the hot window, then yielding the core until [`SPIN`], then sleeping
+    /// (20 µs doubling to 1 ms).
+    pub fn resume(&mut self, deadline: Instant, notice: usize, interrupt: &mut dyn FnMut() -> bool) -> Outcome {
+        if !self.active {
+            return Outcome::Mpi(-2);
+        }
+        let t0 = Instant::now();
+        let mut pause = Duration::ZERO;
+        let nreq = 2 * (self.n - 1);
+        loop {
+            if self.left > 0 {
+                let mut out: c_int = 0;
+                let r0 = self.req(0);
+                // SAFETY: `nreq` request slots (active, inactive persistent or null), as
+                // many index ints and status slots of `status_size` bytes.
+                let code = unsafe {
+                    (self.lib.testsome)(
+                        nreq as c_int,
+                        r0,
+                        &mut out,
+                        self.indices.as_mut_ptr(),
+                        self.statuses.as_mut_ptr().cast(),
+                    )
+                };
+                if let Err(e) = check(code) {
+                    return Outcome::Mpi(e);
+                }
+                if out != self.h.undefined && out > 0 {
+                    for &i in &self.indices[..out as usize] {
+                        let i = i as usize;
+                        if i < self.n - 1 {
+                            let p = if i < self.rank { i } else { i + 1 };
+                            self.got[p] = true;
+                        }
+                        self.left -= 1;
+                    }
+                }
+            }
+            if notice != 0 {
+                let mut flag: c_int = 0;
+                // SAFETY: `notice` is a live request handle of this process (mpi4py's
+                // abort-notice receive; get_status neither completes nor frees it); the
+                // status slot 0 has `status_size` bytes.
+                let code =
+                    unsafe { (self.lib.request_get_status)(notice, &mut flag, self.statuses.as_mut_ptr().cast()) };
+                if let Err(e) = check(code) {
+                    return Outcome::Mpi(e);
+                }
+                if flag != 0 {
+                    return Outcome::Notice;
+                }
+            }
+            if self.left == 0 {
+                return self.complete();
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Outcome::Timeout(self.missing());
+            }
+            let e = now - t0;
+            if e < self.hot {
+                continue;
+            }
+            if e < SPIN {
+                std::thread::yield_now();
+            } else {
+                if interrupt() {
+                    return Outcome::Interrupted;
+                }
+                pause = (pause * 2)
+                    .clamp(Duration::from_micros(20), Duration::from_millis(1))
+                    .min(deadline - now);
+                std::thread::sleep(pause);
+            }
+        }
+    }
+
+    fn complete(&mut self) -> Outcome {
+        self.active = false;
+        let (call, recv) = self.call.take().expect("a started call");
+        if !plan::headers_agree(self.n, &self.inbox, self.row) {
+            return Outcome::Desync;
+        }
+        if call.eager {
+            let out: &mut [u8] = match &recv {
+                // SAFETY: the receive Region is `len` writable bytes kept alive by its
+                // owner, written by nobody else meanwhile (the stream ordering); it is not
+                // the inbox (this object's own memory).
+                Some(r) if r.len > 0 => unsafe { std::slice::from_raw_parts_mut(r.addr as *mut u8, r.len) },
+                _ => &mut [],
+            };
+            plan::finish(&call, self.rank, self.n, &self.inbox, self.row, out);
+        }
+        Outcome::Done
+    }
+
+    /// The peers whose message has not come (in the pending exchange).
+    pub fn missing(&self) -> Vec<u32> {
+        (0..self.n).filter(|&p| !self.got[p]).map(|p| p as u32).collect()
+    }
+
+    /// Every rank's header as received (row p: rank p's; this rank's own included).
+    pub fn headers(&self) -> Vec<u8> {
+        (0..self.n)
+            .flat_map(|p| {
+                self.inbox[p * self.row..p * self.row + plan::HEADER_BYTES]
+                    .iter()
+                    .copied()
+            })
+            .collect()
+    }
+
+    /// Whether an exchange was started and has not ended (its buffers belong to MPI).
+    pub fn pending(&self) -> bool {
+        self.active
+    }
+
+    /// Frees the persistent receives (nothing pending; MPI still initialised).
+    pub fn close(&mut self) -> Result<(), i32> {
+        if self.active || self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        for i in 0..self.n - 1 {
+            let req = self.req(i);
+            // SAFETY: slot `i` holds an inactive persistent receive made in `new`.
+            check(unsafe { (self.lib.request_free)(req) })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if self.active {
+            // MPI may still write the inbox and read the rows: never free them.
+            std::mem::forget(std::mem::take(&mut self.inbox));
+            std::mem::forget(std::mem::take(&mut self.outbox));
+            std::mem::forget(std::mem::take(&mut self.reqs));
+            std::mem::forget(std::mem::take(&mut self.statuses));
+        }
+    }
+}

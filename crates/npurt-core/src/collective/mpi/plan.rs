@@ -1,0 +1,197 @@
+//! The one-phase path's messages and local completion, without MPI (the `mpi` backend's
+//! `_mpi_small` protocol, bit for bit): the 64-byte header, which bytes each peer gets,
+//! and the collective completed from every rank's part (a fold in rank order for the
+//! reductions: `reduce.rs`, the `local` / `shm` kernels).
+
+use super::super::reduce::reduce;
+use super::super::types::{HcclDataType, ReduceOp};
+
+/// Bytes of the header: `(magic, seq, kind, dtype, count, op, root, one-phase?)` as i64.
+pub const HEADER_BYTES: usize = 64;
+const MAGIC: i64 = 0x6E70_7572;
+
+/// The collectives (the header's `kind` codes, `_mpi_small.KINDS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    AllReduce = 1,
+    Broadcast = 2,
+    Reduce = 3,
+    AllGather = 4,
+    ReduceScatter = 5,
+    AllToAll = 6,
+    Barrier = 7,
+}
+
+impl Kind {
+    pub fn from_code(v: u32) -> Option<Kind> {
+        use Kind::*;
+        [
+            AllReduce,
+            Broadcast,
+            Reduce,
+            AllGather,
+            ReduceScatter,
+            AllToAll,
+            Barrier,
+        ]
+        .into_iter()
+        .find(|k| *k as u32 == v)
+    }
+    fn reducing(self) -> bool {
+        matches!(self, Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter)
+    }
+    fn rooted(self) -> bool {
+        matches!(self, Kind::Broadcast | Kind::Reduce)
+    }
+    fn per_peer_chunk(self) -> bool {
+        matches!(self, Kind::ReduceScatter | Kind::AllToAll)
+    }
+}
+
+/// One collective as every rank describes it. `count`: the header's (HCCL's count;
+/// reduce_scatter / all_to_all: the whole input's elements). `eager`: the one-phase path
+/// (else the header alone is exchanged).
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    pub kind: Kind,
+    pub seq: u64,
+    pub dtype: HcclDataType,
+    pub count: u64,
+    pub op: ReduceOp,
+    pub root: u32,
+    pub eager: bool,
+}
+
+impl Call {
+    /// The header's bytes (native-endian i64s, as numpy's `Call.header().view(uint8)`).
+    pub fn header(&self) -> [u8; HEADER_BYTES] {
+        let op = if self.kind.reducing() { self.op as i64 } else { -1 };
+        let root = if self.kind.rooted() { self.root as i64 } else { -1 };
+        let f = [
+            MAGIC,
+            self.seq as i64,
+            self.kind as i64,
+            self.dtype as i64,
+            self.count as i64,
+            op,
+            root,
+            self.eager as i64,
+        ];
+        let mut h = [0u8; HEADER_BYTES];
+        for (d, v) in h.chunks_exact_mut(8).zip(f) {
+            d.copy_from_slice(&v.to_ne_bytes());
+        }
+        h
+    }
+
+    /// Payload bytes per peer in a group of `n` (`_mpi_small.peer_bytes`).
+    pub fn peer_bytes(&self, n: usize) -> usize {
+        if self.kind == Kind::Barrier {
+            return 0;
+        }
+        let elems = if self.kind.per_peer_chunk() {
+            self.count as usize / n
+        } else {
+            self.count as usize
+        };
+        elems * self.dtype.size()
+    }
+}
+
+/// What rank `rank` sends `peer`: `Own(len)`: its own row's first `len` bytes (the header,
+/// then the payload every peer gets, or nothing); `Chunk(i, len)`: outbox row `i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Msg {
+    Own(usize),
+    Chunk(usize, usize),
+}
+
+/// Fills this rank's own row (`own`: header + its part) and, for the per-peer chunk
+/// collectives, the outbox (row `i`, `stride` bytes apart: the message of the `i`-th peer),
+/// from `send` (the input; broadcast: the root's buffer; empty when the call has none);
+/// returns the message of each peer in rank order (this rank skipped). Header-only when
+/// not eager.
+pub(super) fn fill(
+    c: &Call,
+    rank: usize,
+    n: usize,
+    send: &[u8],
+    own: &mut [u8],
+    outbox: &mut [u8],
+    stride: usize,
+) -> Vec<(usize, Msg)> {
+    own[..HEADER_BYTES].copy_from_slice(&c.header());
+    let peers = (0..n).filter(|&p| p != rank);
+    if !c.eager {
+        return peers.map(|p| (p, Msg::Own(HEADER_BYTES))).collect();
+    }
+    let chunk = c.peer_bytes(n);
+    match c.kind {
+        Kind::ReduceScatter | Kind::AllToAll => {
+            own[HEADER_BYTES..HEADER_BYTES + chunk].copy_from_slice(&send[rank * chunk..(rank + 1) * chunk]);
+            peers
+                .enumerate()
+                .map(|(i, p)| {
+                    let row = &mut outbox[i * stride..i * stride + HEADER_BYTES + chunk];
+                    row[..HEADER_BYTES].copy_from_slice(&own[..HEADER_BYTES]);
+                    row[HEADER_BYTES..].copy_from_slice(&send[p * chunk..(p + 1) * chunk]);
+                    (p, Msg::Chunk(i, HEADER_BYTES + chunk))
+                })
+                .collect()
+        }
+        _ => {
+            let payload = match c.kind {
+                Kind::AllReduce | Kind::AllGather | Kind::Reduce => chunk,
+                Kind::Broadcast if rank == c.root as usize => chunk,
+                _ => 0,
+            };
+            own[HEADER_BYTES..HEADER_BYTES + payload].copy_from_slice(&send[..payload]);
+            let full = HEADER_BYTES + payload;
+            peers
+                .map(|p| match c.kind {
+                    // The input to the root only (a root sends every peer the header alone).
+                    Kind::Reduce if p != c.root as usize => (p, Msg::Own(HEADER_BYTES)),
+                    _ => (p, Msg::Own(full)),
+                })
+                .collect()
+        }
+    }
+}
+
+/// Whether every rank's header (row `p` of `rows`, `stride` bytes apart) equals rank 0's.
+pub(super) fn headers_agree(n: usize, rows: &[u8], stride: usize) -> bool {
+    let first = &rows[..HEADER_BYTES];
+    (1..n).all(|p| rows[p * stride..p * stride + HEADER_BYTES] == *first)
+}
+
+/// Completes the collective into `out` (the receive buffer) from every rank's part (row
+/// `p` of `rows`, `stride` bytes apart: rank p's message, this rank's own included; headers
+/// already equal, so every part has the expected size). `_mpi_small.finish`.
+pub(super) fn finish(c: &Call, rank: usize, n: usize, rows: &[u8], stride: usize, out: &mut [u8]) {
+    let k = c.kind;
+    if k == Kind::Barrier || (k == Kind::Reduce && rank != c.root as usize) {
+        return;
+    }
+    let chunk = c.peer_bytes(n);
+    let part = |p: usize| &rows[p * stride + HEADER_BYTES..p * stride + HEADER_BYTES + chunk];
+    match k {
+        Kind::Broadcast => {
+            if rank != c.root as usize {
+                out[..chunk].copy_from_slice(part(c.root as usize));
+            }
+        }
+        Kind::AllGather | Kind::AllToAll => {
+            for p in 0..n {
+                out[p * chunk..(p + 1) * chunk].copy_from_slice(part(p));
+            }
+        }
+        _ => {
+            let out = &mut out[..chunk];
+            let srcs: Vec<*const u8> = (0..n).map(|p| part(p).as_ptr()).collect();
+            // SAFETY: every source is a `chunk`-byte slice of `rows` (bounds-checked above),
+            // `out` a `chunk`-byte exclusive slice (so no source overlaps it), chunk =
+            // nelem * the dtype's size.
+            unsafe { reduce(out.as_mut_ptr(), &srcs, chunk / c.dtype.size(), c.dtype, c.op) };
+        }
+    }
+}
