@@ -19,17 +19,16 @@ Whether a call takes this path is a function of its header and the group size on
 ranks whose headers agree took the same path. Timeouts name the peers whose message has
 not come; abort notices and ULFM failures are handled by the same wait loop.
 
-The runtime runs this protocol in native code (``npurt_core::collective::mpi``: ``plan.rs``
-builds the same header bytes and messages and folds in the same order; ``_MpiExchange``):
-:func:`messages`, :func:`header_only` and :func:`finish` are its Python statement, which
-``tests/distributed/test_mpi_small.py`` checks against numpy (and the native results are
-checked against, bitwise, in the mpirun jobs).
+The protocol itself (the messages, the header check, the local completion and its fold)
+runs in native code only (``npurt_core::collective::mpi``: ``plan.rs``, ``exchange.rs``;
+``_MpiExchange``), tested there and through the mpirun jobs; this module keeps the header
+as Python reads it in error messages and the rule of which calls take the path.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -117,84 +116,3 @@ def eligible(kind: str, dtype: str, count: int, n: int, limit: int) -> bool:
     if n < 2 or n > MAX_RANKS or limit <= 0 or kind in ("send", "recv"):
         return False
     return peer_bytes(kind, dtype, count, n) <= limit
-
-
-_FOLD = {ops.SUM: np.add, ops.AVG: np.add, ops.PROD: np.multiply, ops.MAX: np.maximum, ops.MIN: np.minimum}
-
-
-def messages(c: Any, rank: int, n: int, outbox: np.ndarray, inbox: np.ndarray) -> List[Tuple[int, np.ndarray]]:
-    """``(peer, message)`` for every peer: the header, then what the peer needs. This
-    rank's own header and part go to its ``inbox`` row, where :func:`finish` reads every
-    rank's (so they are there even when the input overlaps the output); a message every
-    peer gets is that row itself, per-peer chunks are ``outbox`` rows."""
-    own = inbox[rank]
-    own[:HEADER_BYTES] = c.header().view(np.uint8)
-    head = own[:HEADER_BYTES]
-    peers = [p for p in range(n) if p != rank]
-    k = c.kind
-    if k in _PER_PEER_CHUNK:  # reduce_scatter, all_to_all: chunk p to peer p
-        chunk = peer_bytes(k, c.dtype, c.count, n)
-        src = np.frombuffer(c.send, np.uint8)
-        own[HEADER_BYTES : HEADER_BYTES + chunk] = src[rank * chunk : (rank + 1) * chunk]
-        out = []
-        for i, p in enumerate(peers):
-            row = outbox[i, : HEADER_BYTES + chunk]
-            row[:HEADER_BYTES] = head
-            row[HEADER_BYTES:] = src[p * chunk : (p + 1) * chunk]
-            out.append((p, row))
-        return out
-    payload = c.send if k in ("all_reduce", "all_gather", "reduce") else c.recv if k == "broadcast" and rank == c.root else b""
-    end = HEADER_BYTES + len(payload)
-    if len(payload):
-        own[HEADER_BYTES:end] = np.frombuffer(payload, np.uint8)
-    row = own[:end]
-    if k == "reduce":  # the input to the root (a root sends every peer the header alone)
-        return [(p, row if p == c.root else head) for p in peers]
-    return [(p, row) for p in peers]
-
-
-def header_only(c: Any, rank: int, n: int, inbox: np.ndarray) -> List[Tuple[int, np.ndarray]]:
-    """The two-phase path's first messages: the header alone (from this rank's inbox row)."""
-    head = inbox[rank, :HEADER_BYTES]
-    head[:] = c.header().view(np.uint8)
-    return [(p, head) for p in range(n) if p != rank]
-
-
-def finish(c: Any, rank: int, n: int, inbox: np.ndarray) -> None:
-    """Completes the collective from the ranks' parts (``inbox`` row p: rank p's message,
-    this rank's own included; headers already checked equal, so every part has the
-    expected size)."""
-    k = c.kind
-    if k == "barrier" or (k == "reduce" and rank != c.root):
-        return
-    chunk = peer_bytes(k, c.dtype, c.count, n)
-    parts = inbox[:, HEADER_BYTES : HEADER_BYTES + chunk]
-    out = np.frombuffer(c.recv, np.uint8)
-    if k == "broadcast":
-        if rank != c.root:
-            out[:] = parts[c.root]
-    elif k in ("all_gather", "all_to_all"):
-        out.reshape(n, chunk)[:] = parts
-    elif ops.host_reduced(c.dtype, c.op):  # all_reduce, reduce, reduce_scatter
-        out[:chunk] = ops.fold_ranks(list(parts.view(np.uint16)), c.dtype, c.op).view(np.uint8)
-    else:
-        fold(parts.view(c.dtype), c.op, out[:chunk].view(c.dtype))
-
-
-def fold(parts: np.ndarray, op: int, out: np.ndarray) -> None:
-    """``out = ((parts[0] ∘ parts[1]) ∘ parts[2]) ∘ ...`` in the parts' dtype (rank order;
-    integers wrap, floats overflow to inf quietly, as MPI's reductions do)."""
-    if out.dtype.kind == "f":
-        with np.errstate(all="ignore"):
-            _fold(parts, op, out)
-    else:  # (integer arrays wrap without a warning)
-        _fold(parts, op, out)
-
-
-def _fold(parts: np.ndarray, op: int, out: np.ndarray) -> None:
-    f = _FOLD[op]
-    f(parts[0], parts[1], out=out)
-    for i in range(2, len(parts)):
-        f(out, parts[i], out=out)
-    if op == ops.AVG:
-        ops.divide_avg(out, len(parts))
