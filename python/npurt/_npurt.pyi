@@ -505,6 +505,11 @@ class _Comm:
         output: Optional[Any] = None,
     ) -> bool: ...
 
+_MPI_MAX_EAGER: int
+_MPI_MAX_RANKS: int
+
+def _mpi_one_phase(kind: int, dtype: int, count: int, n: int, limit: int) -> bool: ...
+def _mpi_inbox_bytes(n: int) -> int: ...
 @final
 class _MpiExchange:
     """The ``mpi`` backend's first exchange in native code (``_mpi_comm.MpiComm``)."""

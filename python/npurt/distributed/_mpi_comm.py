@@ -178,8 +178,8 @@ class MpiComm:
     def enable_fast(self, timeout_s: float) -> None:
         """Turns the one-call path on (``MpiBackend.one_call``) with the group's deadline."""
         if self._x0 is not None and self.failed is None and not self._left and not self.closed:
-            limit = self.eager_limit if self.size <= small.MAX_RANKS else 0  # (`_mpi_small.eligible`)
-            self._x0.set_fast(functools.partial(_native_call, weakref.ref(self)), timeout_s, limit)
+            # (the group size's part of the rule is the native one's: `_mpi_small.eligible`)
+            self._x0.set_fast(functools.partial(_native_call, weakref.ref(self)), timeout_s, self.eager_limit)
 
     def set_fast_timeout(self, timeout_s: float) -> None:
         if self._x0 is not None:

@@ -32,12 +32,12 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .. import _npurt
 from . import _mpi_ops as ops
 
-MAX_EAGER = 64 * 1024  # bytes of payload per peer, at most (the receive buffers' size)
-MAX_RANKS = 16  # larger groups: n - 1 copies of an all_reduce's input cost more than MPI's algorithms
+MAX_EAGER = _npurt._MPI_MAX_EAGER  # bytes of payload per peer, at most (the receive rows' size)
+MAX_RANKS = _npurt._MPI_MAX_RANKS  # the largest group on the one-phase path
 HEADER_BYTES = 64  # 8 x int64 (Call.header)
-_PER_PEER_CHUNK = ("reduce_scatter", "all_to_all")
 KINDS = {"all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "reduce_scatter": 5,
          "all_to_all": 6, "barrier": 7, "send": 8, "recv": 9}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
@@ -98,21 +98,13 @@ def eager_limit() -> int:
 def inbox_bytes(n: int) -> int:
     """Bytes of each per-peer receive buffer of a group of ``n`` ranks: room for any
     header plus payload a peer may send (the header alone when the path is off)."""
-    return HEADER_BYTES + (MAX_EAGER if 1 < n <= MAX_RANKS else 0)
-
-
-def peer_bytes(kind: str, dtype: str, count: int, n: int) -> int:
-    """Payload bytes per peer of a collective with header ``count`` (see ``hccl_count``;
-    reduce_scatter / all_to_all: the whole input) in a group of ``n`` ranks."""
-    if kind == "barrier":
-        return 0
-    elems = count // n if kind in _PER_PEER_CHUNK else count
-    return elems * ops.DTYPES[dtype][2]
+    return int(_npurt._mpi_inbox_bytes(n))
 
 
 def eligible(kind: str, dtype: str, count: int, n: int, limit: int) -> bool:
-    """Whether a call takes the one-phase path (the same answer on every rank whose
-    header is the same: only header fields, the group size and ``limit`` decide)."""
-    if n < 2 or n > MAX_RANKS or limit <= 0 or kind in ("send", "recv"):
+    """Whether a call takes the one-phase path: the native rule (``collective::mpi::
+    one_phase``, which the blocking one-call path runs too): the same answer on every
+    rank whose header is the same (only header fields, the group size and ``limit``)."""
+    if kind in ("send", "recv") or limit <= 0:
         return False
-    return peer_bytes(kind, dtype, count, n) <= limit
+    return bool(_npurt._mpi_one_phase(KINDS[kind], ops.DTYPES[dtype][0], count, n, limit))

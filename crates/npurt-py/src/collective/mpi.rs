@@ -273,6 +273,37 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether a collective (header codes: `_mpi_small.KINDS`, the HCCL dtype code) takes the
+/// `mpi` backend's one-phase path in a group of `n` with `limit` bytes per peer: the
+/// native rule (`collective::mpi::one_phase`). Unknown codes: False (the two-phase path).
+#[pyfunction]
+fn _mpi_one_phase(kind: u32, dtype: u32, count: u64, n: usize, limit: usize) -> bool {
+    let (Some(kind), Some(dtype)) = (Kind::from_code(kind), HcclDataType::from_u32(dtype)) else {
+        return false;
+    };
+    let call = Call {
+        kind,
+        seq: 0,
+        dtype,
+        count,
+        op: ReduceOp::Sum,
+        root: 0,
+        eager: true,
+    };
+    npurt_core::collective::mpi::one_phase(&call, n, limit)
+}
+
+/// Bytes of each per-peer receive row of an `n`-rank group (`collective::mpi::inbox_bytes`).
+#[pyfunction]
+fn _mpi_inbox_bytes(n: usize) -> usize {
+    npurt_core::collective::mpi::inbox_bytes(n)
+}
+
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyMpiExchange>()
+    m.add_class::<PyMpiExchange>()?;
+    m.add_function(wrap_pyfunction!(_mpi_one_phase, m)?)?;
+    m.add("_MPI_MAX_EAGER", npurt_core::collective::mpi::MAX_EAGER)?;
+    m.add("_MPI_MAX_RANKS", npurt_core::collective::mpi::MAX_RANKS)?;
+    m.add_function(wrap_pyfunction!(_mpi_inbox_bytes, m)?)?;
+    Ok(())
 }

@@ -69,9 +69,8 @@ impl PyMpiExchange {
             root,
             eager: true,
         };
-        // `_mpi_small.eligible` (the limit is 0 when the group is too large for the path)
-        let limit = self.limit.load(Ordering::SeqCst);
-        if limit == 0 || call.peer_bytes(n) > limit {
+        // the one rule of which calls take the one-phase path (`_mpi_small.eligible` asks it too)
+        if !npurt_core::collective::mpi::one_phase(&call, n, self.limit.load(Ordering::SeqCst)) {
             return Ok(false);
         }
         let handler = match lock(&self.handler).clone() {

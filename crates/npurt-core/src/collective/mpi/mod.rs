@@ -5,7 +5,8 @@
 //! * `ffi.rs`: the MPI functions, resolved with `dlopen(RTLD_NOLOAD)` + `dlsym`; handles,
 //!   request and status sizes come from mpi4py ([`Handles`]).
 //! * `plan.rs`: the protocol without MPI (header, who gets which bytes, the fold in rank
-//!   order with `reduce.rs`), as `python/npurt/distributed/_mpi_small.py` defines it.
+//!   order with `reduce.rs`) and which calls take the one-phase path (`one_phase`, which
+//!   `python/npurt/distributed/_mpi_small.py` asks).
 //! * `exchange.rs`: [`Exchange`], the persistent receives, sends and the poll loop; what
 //!   goes wrong (timeout, desync, abort notice, MPI error) is an [`Outcome`] for the
 //!   Python side, which raises the same errors as before.
@@ -20,4 +21,4 @@ mod tests;
 
 pub use exchange::{Exchange, Outcome};
 pub use ffi::{loaded_libmpi, Handles, MpiLib};
-pub use plan::{Call, Kind, HEADER_BYTES};
+pub use plan::{inbox_bytes, one_phase, Call, Kind, HEADER_BYTES, MAX_EAGER, MAX_RANKS};

@@ -8,6 +8,25 @@ use super::super::types::{HcclDataType, ReduceOp};
 
 /// Bytes of the header: `(magic, seq, kind, dtype, count, op, root, one-phase?)` as i64.
 pub const HEADER_BYTES: usize = 64;
+/// Payload bytes per peer the one-phase path takes at most (the receive rows' size).
+pub const MAX_EAGER: usize = 64 * 1024;
+/// The largest group on the one-phase path (larger: n - 1 copies of an all_reduce's input
+/// cost more than MPI's own algorithms).
+pub const MAX_RANKS: usize = 16;
+
+/// Whether `c` takes the one-phase path in a group of `n` ranks with a limit of `limit`
+/// payload bytes per peer (capped at [`MAX_EAGER`]): only header fields, the group size
+/// and the limit decide, so ranks whose headers agree take the same path. The one rule
+/// both the blocking one-call path and `_mpi_small.eligible` ask.
+pub fn one_phase(c: &Call, n: usize, limit: usize) -> bool {
+    (2..=MAX_RANKS).contains(&n) && limit > 0 && c.peer_bytes(n) <= limit.min(MAX_EAGER)
+}
+
+/// Bytes of each per-peer receive row of a group of `n`: room for any header plus the
+/// payload a peer may send (the header alone when the group never takes the path).
+pub fn inbox_bytes(n: usize) -> usize {
+    HEADER_BYTES + if (2..=MAX_RANKS).contains(&n) { MAX_EAGER } else { 0 }
+}
 const MAGIC: i64 = 0x6E70_7572;
 
 /// The collectives (the header's `kind` codes, `_mpi_small.KINDS`).
@@ -84,7 +103,7 @@ impl Call {
         h
     }
 
-    /// Payload bytes per peer in a group of `n` (`_mpi_small.peer_bytes`).
+    /// Payload bytes per peer in a group of `n`.
     pub fn peer_bytes(&self, n: usize) -> usize {
         if self.kind == Kind::Barrier {
             return 0;

@@ -2,7 +2,9 @@
 //! receivers' rows as MPI would, each rank completes the collective; results against a
 //! plain rank-order fold.
 
-use super::plan::{fill, finish, headers_agree, Call, Kind, Msg, HEADER_BYTES};
+use super::plan::{
+    fill, finish, headers_agree, inbox_bytes, one_phase, Call, Kind, Msg, HEADER_BYTES, MAX_EAGER, MAX_RANKS,
+};
 use crate::collective::types::{HcclDataType, ReduceOp};
 use half::{bf16, f16};
 
@@ -191,4 +193,24 @@ fn differing_headers_are_seen() {
     let msgs = fill(&header_only, 1, n, &[], &mut own, &mut [], ROW);
     assert_eq!(msgs, vec![(0, Msg::Own(HEADER_BYTES)), (2, Msg::Own(HEADER_BYTES))]);
     assert_ne!(own[..HEADER_BYTES], rows[..HEADER_BYTES]); // the path is part of the header
+}
+
+#[test]
+fn which_calls_take_the_one_phase_path() {
+    let f32s = |kind, count| call(kind, HcclDataType::Fp32, count, ReduceOp::Sum, 0);
+    let lim = MAX_EAGER;
+    assert!(one_phase(&f32s(Kind::AllReduce, lim as u64 / 4), 4, lim));
+    assert!(!one_phase(&f32s(Kind::AllReduce, lim as u64 / 4 + 1), 4, lim));
+    // per-peer chunks: the input may be n times larger
+    assert!(one_phase(&f32s(Kind::ReduceScatter, lim as u64), 4, lim));
+    assert!(!one_phase(&f32s(Kind::AllToAll, lim as u64 + 4), 4, lim));
+    assert!(one_phase(&f32s(Kind::Barrier, 0), 4, lim));
+    // a group of one, a group too large, the path off, a limit above the rows' size
+    assert!(!one_phase(&f32s(Kind::AllReduce, 1), 1, lim));
+    assert!(!one_phase(&f32s(Kind::AllReduce, 1), MAX_RANKS + 1, lim));
+    assert!(!one_phase(&f32s(Kind::AllReduce, 1), 4, 0));
+    assert!(!one_phase(&f32s(Kind::AllReduce, lim as u64 / 4 + 1), 4, 10 * lim));
+    assert_eq!(inbox_bytes(4), HEADER_BYTES + MAX_EAGER);
+    assert_eq!(inbox_bytes(MAX_RANKS + 1), HEADER_BYTES);
+    assert_eq!(inbox_bytes(1), HEADER_BYTES);
 }
