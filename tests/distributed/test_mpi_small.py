@@ -5,6 +5,8 @@ between real processes against numpy, with desync, timeouts and failures)."""
 
 from __future__ import annotations
 
+from npurt import _npurt
+from npurt.distributed import _mpi_ops as ops
 from npurt.distributed import _mpi_small as small
 
 
@@ -28,3 +30,11 @@ def test_which_calls_take_the_one_phase_path(monkeypatch):
     assert small.eager_limit() == 4096
     monkeypatch.delenv("NPURT_MPI_EAGER_BYTES")
     assert small.eager_limit() == lim
+
+
+def test_the_native_rule_refuses_codes_it_does_not_know():
+    f32 = ops.DTYPES["float32"][0]
+    assert _npurt._mpi_one_phase(small.KINDS["all_reduce"], f32, 16, 4, small.MAX_EAGER)
+    for kind in (small.KINDS["send"], small.KINDS["recv"], 0, 99):
+        assert not _npurt._mpi_one_phase(kind, f32, 16, 4, small.MAX_EAGER), kind
+    assert not _npurt._mpi_one_phase(small.KINDS["all_reduce"], 99, 16, 4, small.MAX_EAGER)

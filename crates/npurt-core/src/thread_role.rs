@@ -43,17 +43,18 @@ impl WorkerPolicy {
     }
 }
 
-/// Applies `policy` to the calling thread (best effort: false if the OS refused or has no
-/// such policy; the thread then keeps the default).
-pub(crate) fn apply_worker_policy(policy: WorkerPolicy) -> bool {
+/// Applies `policy` to the calling thread. Best effort: where the OS refuses or has no
+/// such policy, the thread keeps the default (what `Normal` asks for).
+pub(crate) fn apply_worker_policy(policy: WorkerPolicy) {
     #[cfg(target_os = "linux")]
     if policy == WorkerPolicy::Batch {
         let p = libc::sched_param { sched_priority: 0 };
         // SAFETY: pid 0 names the calling thread; `p` is a valid, initialised sched_param
         // (priority 0, the only one SCHED_BATCH takes) that outlives the call.
-        return unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &p) } == 0;
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &p) };
     }
-    policy == WorkerPolicy::Normal
+    #[cfg(not(target_os = "linux"))]
+    let _ = policy;
 }
 
 /// True on npurt's own worker and engine threads.

@@ -6,8 +6,8 @@
 use super::sync::Marks;
 use super::{coll_err, region, signal_pending};
 use crate::errors::value_error;
-use npurt_core::collective::mpi::{Call, Exchange, Handles, Kind, MpiLib, Outcome};
-use npurt_core::collective::{CollectiveError, HcclDataType, ReduceOp};
+use npurt_core::collective::mpi::{Call, Exchange, Handles, MpiLib, Outcome};
+use npurt_core::collective::{CollKind, CollectiveError, HcclDataType, ReduceOp};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -149,11 +149,13 @@ impl PyMpiExchange {
         notice: usize,
     ) -> PyResult<(u32, Py<PyAny>)> {
         let call = Call {
-            kind: Kind::from_code(kind).ok_or_else(|| value_error(format!("collective kind {kind}")))?,
+            kind: CollKind::from_u32(kind)
+                .filter(|k| !matches!(k, CollKind::Send | CollKind::Recv))
+                .ok_or_else(|| value_error(format!("collective kind {kind} (send / recv are not exchanged here)")))?,
             seq,
             dtype: HcclDataType::from_u32(dtype).ok_or_else(|| value_error(format!("dtype {dtype}")))?,
             count,
-            op: ReduceOp::from_u32(op).unwrap_or(ReduceOp::Sum),
+            op: ReduceOp::from_u32(op).ok_or_else(|| value_error(format!("reduce op {op}")))?,
             root,
             eager,
         };
@@ -278,7 +280,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// native rule (`collective::mpi::one_phase`). Unknown codes: False (the two-phase path).
 #[pyfunction]
 fn _mpi_one_phase(kind: u32, dtype: u32, count: u64, n: usize, limit: usize) -> bool {
-    let (Some(kind), Some(dtype)) = (Kind::from_code(kind), HcclDataType::from_u32(dtype)) else {
+    let (Some(kind), Some(dtype)) = (CollKind::from_u32(kind), HcclDataType::from_u32(dtype)) else {
         return false;
     };
     let call = Call {

@@ -7,7 +7,7 @@ use super::signal_pending;
 use super::sync::check;
 use super::SETTLE;
 use crate::stream::submit;
-use npurt_core::collective::mpi::{Call, Exchange, Kind, Outcome};
+use npurt_core::collective::mpi::{Call, Exchange, Outcome};
 use npurt_core::collective::{CollKind, Region};
 use npurt_core::error::TaskError;
 use npurt_core::profiler::TaskKind;
@@ -46,22 +46,18 @@ impl PyMpiExchange {
         let n = self.n;
         let numel = c.a.tensor().numel();
         // The general path's shape rules (`_shape_error`): anything else is its error to raise.
-        let (mkind, shapes_ok) = match (c.kind, &c.out) {
-            (CollKind::AllReduce, None) => (Kind::AllReduce, true),
-            (CollKind::Broadcast, None) => (Kind::Broadcast, true),
-            (CollKind::Reduce, None) => (Kind::Reduce, true),
-            (CollKind::AllGather, Some(o)) => (Kind::AllGather, o.tensor().numel() == numel * n),
-            (CollKind::ReduceScatter, Some(o)) => {
-                (Kind::ReduceScatter, numel % n == 0 && o.tensor().numel() == numel / n)
-            }
-            (CollKind::AllToAll, Some(o)) => (Kind::AllToAll, numel % n == 0 && o.tensor().numel() == numel),
-            _ => (Kind::Barrier, false),
+        let shapes_ok = match (c.kind, &c.out) {
+            (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce, None) => true,
+            (CollKind::AllGather, Some(o)) => o.tensor().numel() == numel * n,
+            (CollKind::ReduceScatter, Some(o)) => numel % n == 0 && o.tensor().numel() == numel / n,
+            (CollKind::AllToAll, Some(o)) => numel % n == 0 && o.tensor().numel() == numel,
+            _ => false,
         };
         if !shapes_ok || (root as usize) >= n {
             return Ok(false);
         }
         let mut call = Call {
-            kind: mkind,
+            kind: c.kind,
             seq: 0,
             dtype: c.dtype,
             count: numel as u64,
@@ -97,7 +93,7 @@ impl PyMpiExchange {
             Some(o) => Region::of(o.buffer(), o.offset(), o.tensor().nbytes()),
             None => send.clone(),
         };
-        let src = if mkind == Kind::Broadcast {
+        let src = if c.kind == CollKind::Broadcast {
             recv.clone()
         } else {
             send.clone()

@@ -138,8 +138,7 @@ impl Exchange {
         if self.active || self.closed {
             return Outcome::Mpi(-2);
         }
-        if call.eager && matches!(call.kind, plan::Kind::ReduceScatter | plan::Kind::AllToAll) && self.outbox.is_empty()
-        {
+        if call.eager && plan::per_peer_chunk(call.kind) && self.outbox.is_empty() {
             self.outbox = vec![0; (n - 1) * row];
         }
         let input: &[u8] = match send {

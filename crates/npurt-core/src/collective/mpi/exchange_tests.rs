@@ -6,8 +6,8 @@
 
 use super::exchange::{Exchange, Outcome};
 use super::ffi::{Handles, MpiLib};
-use super::plan::{Call, Kind, HEADER_BYTES};
-use crate::collective::{HcclDataType, ReduceOp, Region};
+use super::plan::{Call, HEADER_BYTES};
+use crate::collective::{CollKind, HcclDataType, ReduceOp, Region};
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -193,7 +193,7 @@ fn region(v: &mut [f32]) -> Region {
 
 fn all_reduce(count: u64) -> Call {
     Call {
-        kind: Kind::AllReduce,
+        kind: CollKind::AllReduce,
         seq: 1,
         dtype: HcclDataType::Fp32,
         count,

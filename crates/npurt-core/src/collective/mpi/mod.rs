@@ -21,4 +21,4 @@ mod tests;
 
 pub use exchange::{Exchange, Outcome};
 pub use ffi::{loaded_libmpi, Handles, MpiLib};
-pub use plan::{inbox_bytes, one_phase, Call, Kind, HEADER_BYTES, MAX_EAGER, MAX_RANKS};
+pub use plan::{inbox_bytes, one_phase, Call, HEADER_BYTES, MAX_EAGER, MAX_RANKS};

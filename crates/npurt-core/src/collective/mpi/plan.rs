@@ -4,7 +4,7 @@
 //! reductions: `reduce.rs`, the `local` / `shm` kernels).
 
 use super::super::reduce::reduce;
-use super::super::types::{HcclDataType, ReduceOp};
+use super::super::types::{CollKind, HcclDataType, ReduceOp};
 
 /// Bytes of the header: `(magic, seq, kind, dtype, count, op, root, one-phase?)` as i64.
 pub const HEADER_BYTES: usize = 64;
@@ -19,7 +19,7 @@ pub const MAX_RANKS: usize = 16;
 /// and the limit decide, so ranks whose headers agree take the same path. The one rule
 /// both the blocking one-call path and `_mpi_small.eligible` ask.
 pub fn one_phase(c: &Call, n: usize, limit: usize) -> bool {
-    (2..=MAX_RANKS).contains(&n) && limit > 0 && c.peer_bytes(n) <= limit.min(MAX_EAGER)
+    collective(c.kind) && (2..=MAX_RANKS).contains(&n) && limit > 0 && c.peer_bytes(n) <= limit.min(MAX_EAGER)
 }
 
 /// Bytes of each per-peer receive row of a group of `n`: room for any header plus the
@@ -29,42 +29,24 @@ pub fn inbox_bytes(n: usize) -> usize {
 }
 const MAGIC: i64 = 0x6E70_7572;
 
-/// The collectives (the header's `kind` codes, `_mpi_small.KINDS`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    AllReduce = 1,
-    Broadcast = 2,
-    Reduce = 3,
-    AllGather = 4,
-    ReduceScatter = 5,
-    AllToAll = 6,
-    Barrier = 7,
+/// Whether the header carries the op (the reductions).
+fn reducing(k: CollKind) -> bool {
+    matches!(k, CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter)
 }
 
-impl Kind {
-    pub fn from_code(v: u32) -> Option<Kind> {
-        use Kind::*;
-        [
-            AllReduce,
-            Broadcast,
-            Reduce,
-            AllGather,
-            ReduceScatter,
-            AllToAll,
-            Barrier,
-        ]
-        .into_iter()
-        .find(|k| *k as u32 == v)
-    }
-    fn reducing(self) -> bool {
-        matches!(self, Kind::AllReduce | Kind::Reduce | Kind::ReduceScatter)
-    }
-    fn rooted(self) -> bool {
-        matches!(self, Kind::Broadcast | Kind::Reduce)
-    }
-    fn per_peer_chunk(self) -> bool {
-        matches!(self, Kind::ReduceScatter | Kind::AllToAll)
-    }
+/// Whether the header carries the root.
+fn rooted(k: CollKind) -> bool {
+    matches!(k, CollKind::Broadcast | CollKind::Reduce)
+}
+
+/// Whether each peer gets its own chunk of the input (the header's count: the whole input).
+pub(super) fn per_peer_chunk(k: CollKind) -> bool {
+    matches!(k, CollKind::ReduceScatter | CollKind::AllToAll)
+}
+
+/// Whether the path runs `k` at all (send / recv are point-to-point, `_p2p`).
+fn collective(k: CollKind) -> bool {
+    !matches!(k, CollKind::Send | CollKind::Recv)
 }
 
 /// One collective as every rank describes it. `count`: the header's (HCCL's count;
@@ -72,7 +54,7 @@ impl Kind {
 /// (else the header alone is exchanged).
 #[derive(Clone, Copy, Debug)]
 pub struct Call {
-    pub kind: Kind,
+    pub kind: CollKind,
     pub seq: u64,
     pub dtype: HcclDataType,
     pub count: u64,
@@ -84,8 +66,8 @@ pub struct Call {
 impl Call {
     /// The header's bytes (native-endian i64s, as numpy's `Call.header().view(uint8)`).
     pub fn header(&self) -> [u8; HEADER_BYTES] {
-        let op = if self.kind.reducing() { self.op as i64 } else { -1 };
-        let root = if self.kind.rooted() { self.root as i64 } else { -1 };
+        let op = if reducing(self.kind) { self.op as i64 } else { -1 };
+        let root = if rooted(self.kind) { self.root as i64 } else { -1 };
         let f = [
             MAGIC,
             self.seq as i64,
@@ -105,10 +87,10 @@ impl Call {
 
     /// Payload bytes per peer in a group of `n`.
     pub fn peer_bytes(&self, n: usize) -> usize {
-        if self.kind == Kind::Barrier {
+        if matches!(self.kind, CollKind::Barrier | CollKind::Send | CollKind::Recv) {
             return 0;
         }
-        let elems = if self.kind.per_peer_chunk() {
+        let elems = if per_peer_chunk(self.kind) {
             self.count as usize / n
         } else {
             self.count as usize
@@ -146,7 +128,7 @@ pub(super) fn fill(
     }
     let chunk = c.peer_bytes(n);
     match c.kind {
-        Kind::ReduceScatter | Kind::AllToAll => {
+        CollKind::ReduceScatter | CollKind::AllToAll => {
             own[HEADER_BYTES..HEADER_BYTES + chunk].copy_from_slice(&send[rank * chunk..(rank + 1) * chunk]);
             peers
                 .enumerate()
@@ -160,8 +142,8 @@ pub(super) fn fill(
         }
         _ => {
             let payload = match c.kind {
-                Kind::AllReduce | Kind::AllGather | Kind::Reduce => chunk,
-                Kind::Broadcast if rank == c.root as usize => chunk,
+                CollKind::AllReduce | CollKind::AllGather | CollKind::Reduce => chunk,
+                CollKind::Broadcast if rank == c.root as usize => chunk,
                 _ => 0,
             };
             own[HEADER_BYTES..HEADER_BYTES + payload].copy_from_slice(&send[..payload]);
@@ -169,7 +151,7 @@ pub(super) fn fill(
             peers
                 .map(|p| match c.kind {
                     // The input to the root only (a root sends every peer the header alone).
-                    Kind::Reduce if p != c.root as usize => (p, Msg::Own(HEADER_BYTES)),
+                    CollKind::Reduce if p != c.root as usize => (p, Msg::Own(HEADER_BYTES)),
                     _ => (p, Msg::Own(full)),
                 })
                 .collect()
@@ -188,18 +170,18 @@ pub(super) fn headers_agree(n: usize, rows: &[u8], stride: usize) -> bool {
 /// already equal, so every part has the expected size). `_mpi_small.finish`.
 pub(super) fn finish(c: &Call, rank: usize, n: usize, rows: &[u8], stride: usize, out: &mut [u8]) {
     let k = c.kind;
-    if k == Kind::Barrier || (k == Kind::Reduce && rank != c.root as usize) {
+    if !collective(k) || k == CollKind::Barrier || (k == CollKind::Reduce && rank != c.root as usize) {
         return;
     }
     let chunk = c.peer_bytes(n);
     let part = |p: usize| &rows[p * stride + HEADER_BYTES..p * stride + HEADER_BYTES + chunk];
     match k {
-        Kind::Broadcast => {
+        CollKind::Broadcast => {
             if rank != c.root as usize {
                 out[..chunk].copy_from_slice(part(c.root as usize));
             }
         }
-        Kind::AllGather | Kind::AllToAll => {
+        CollKind::AllGather | CollKind::AllToAll => {
             for p in 0..n {
                 out[p * chunk..(p + 1) * chunk].copy_from_slice(part(p));
             }

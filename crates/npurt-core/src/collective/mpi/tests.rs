@@ -2,15 +2,13 @@
 //! receivers' rows as MPI would, each rank completes the collective; results against a
 //! plain rank-order fold.
 
-use super::plan::{
-    fill, finish, headers_agree, inbox_bytes, one_phase, Call, Kind, Msg, HEADER_BYTES, MAX_EAGER, MAX_RANKS,
-};
-use crate::collective::types::{HcclDataType, ReduceOp};
+use super::plan::{fill, finish, headers_agree, inbox_bytes, one_phase, Call, Msg, HEADER_BYTES, MAX_EAGER, MAX_RANKS};
+use crate::collective::types::{CollKind, HcclDataType, ReduceOp};
 use half::{bf16, f16};
 
 const ROW: usize = HEADER_BYTES + 4096;
 
-fn call(kind: Kind, dtype: HcclDataType, count: u64, op: ReduceOp, root: u32) -> Call {
+fn call(kind: CollKind, dtype: HcclDataType, count: u64, op: ReduceOp, root: u32) -> Call {
     Call {
         kind,
         seq: 3,
@@ -67,14 +65,14 @@ fn bytes_of<T: Copy>(v: &[T]) -> Vec<u8> {
 
 #[test]
 fn header_layout_is_the_python_one() {
-    let c = call(Kind::Broadcast, HcclDataType::Fp32, 4, ReduceOp::Max, 2);
+    let c = call(CollKind::Broadcast, HcclDataType::Fp32, 4, ReduceOp::Max, 2);
     let h = c.header();
     let f: Vec<i64> = h
         .chunks_exact(8)
         .map(|b| i64::from_ne_bytes(b.try_into().unwrap()))
         .collect();
     assert_eq!(f, vec![0x6E70_7572, 3, 2, 4, 4, -1, 2, 1]); // broadcast: no op
-    let r = call(Kind::AllReduce, HcclDataType::Bfp16, 9, ReduceOp::Avg, 1).header();
+    let r = call(CollKind::AllReduce, HcclDataType::Bfp16, 9, ReduceOp::Avg, 1).header();
     let f: Vec<i64> = r
         .chunks_exact(8)
         .map(|b| i64::from_ne_bytes(b.try_into().unwrap()))
@@ -89,7 +87,7 @@ fn f32_all_reduce_folds_in_rank_order_in_place() {
         let xs: Vec<Vec<f32>> = (0..n)
             .map(|r| (0..k).map(|i| 0.1 * (i * (r + 1)) as f32 + 1e7 * r as f32).collect())
             .collect();
-        let c = call(Kind::AllReduce, HcclDataType::Fp32, k as u64, ReduceOp::Sum, 0);
+        let c = call(CollKind::AllReduce, HcclDataType::Fp32, k as u64, ReduceOp::Sum, 0);
         let outs = simulate(&c, &xs.iter().map(|x| bytes_of(x)).collect::<Vec<_>>(), k * 4, true);
         let want: Vec<f32> = (0..k).map(|i| (1..n).fold(xs[0][i], |a, r| a + xs[r][i])).collect();
         for o in outs {
@@ -114,7 +112,7 @@ fn half_precision_accumulates_in_f32_and_rounds_once() {
         .map(|v| v.iter().map(|&x| bf16::from_f32(x)).collect())
         .collect();
     for op in [ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max] {
-        let c = call(Kind::AllReduce, HcclDataType::Fp16, k as u64, op, 0);
+        let c = call(CollKind::AllReduce, HcclDataType::Fp16, k as u64, op, 0);
         let outs = simulate(&c, &h.iter().map(|x| bytes_of(x)).collect::<Vec<_>>(), k * 2, false);
         let acc = |i: usize, get: &dyn Fn(usize) -> f32| -> f32 {
             let mut a = get(0);
@@ -133,7 +131,7 @@ fn half_precision_accumulates_in_f32_and_rounds_once() {
         };
         let want: Vec<f16> = (0..k).map(|i| f16::from_f32(acc(i, &|r| h[r][i].to_f32()))).collect();
         assert!(outs.iter().all(|o| *o == bytes_of(&want)));
-        let c = call(Kind::AllReduce, HcclDataType::Bfp16, k as u64, op, 0);
+        let c = call(CollKind::AllReduce, HcclDataType::Bfp16, k as u64, op, 0);
         let outs = simulate(&c, &b.iter().map(|x| bytes_of(x)).collect::<Vec<_>>(), k * 2, false);
         let want: Vec<bf16> = (0..k).map(|i| bf16::from_f32(acc(i, &|r| b[r][i].to_f32()))).collect();
         assert!(outs.iter().all(|o| *o == bytes_of(&want)));
@@ -149,26 +147,26 @@ fn data_movement_and_rooted_collectives() {
         .collect();
     let xb: Vec<Vec<u8>> = xs.iter().map(|x| bytes_of(x)).collect();
     let all: Vec<i32> = xs.concat();
-    let c = call(Kind::AllGather, HcclDataType::Int32, k as u64, ReduceOp::Sum, 0);
+    let c = call(CollKind::AllGather, HcclDataType::Int32, k as u64, ReduceOp::Sum, 0);
     assert!(simulate(&c, &xb, n * k * 4, false).iter().all(|o| *o == bytes_of(&all)));
-    let c = call(Kind::Broadcast, HcclDataType::Int32, k as u64, ReduceOp::Sum, 2);
+    let c = call(CollKind::Broadcast, HcclDataType::Int32, k as u64, ReduceOp::Sum, 2);
     assert!(simulate(&c, &xb, k * 4, true).iter().all(|o| *o == xb[2]));
     // all_to_all: rank r gets chunk r of every rank (k / n = 2 elements each)
-    let c = call(Kind::AllToAll, HcclDataType::Int32, k as u64, ReduceOp::Sum, 0);
+    let c = call(CollKind::AllToAll, HcclDataType::Int32, k as u64, ReduceOp::Sum, 0);
     let outs = simulate(&c, &xb, k * 4, false);
     for (r, o) in outs.iter().enumerate() {
         let want: Vec<i32> = (0..n).flat_map(|p| xs[p][r * 2..r * 2 + 2].to_vec()).collect();
         assert_eq!(*o, bytes_of(&want));
     }
     // reduce_scatter (count: the whole input's elements): rank r gets the sum of chunk r
-    let c = call(Kind::ReduceScatter, HcclDataType::Int32, k as u64, ReduceOp::Sum, 0);
+    let c = call(CollKind::ReduceScatter, HcclDataType::Int32, k as u64, ReduceOp::Sum, 0);
     let outs = simulate(&c, &xb, 2 * 4, false);
     for (r, o) in outs.iter().enumerate() {
         let want: Vec<i32> = (0..2).map(|j| (0..n).map(|p| xs[p][r * 2 + j]).sum()).collect();
         assert_eq!(*o, bytes_of(&want));
     }
     // reduce to root 1: the others' outputs untouched
-    let c = call(Kind::Reduce, HcclDataType::Int32, k as u64, ReduceOp::Min, 1);
+    let c = call(CollKind::Reduce, HcclDataType::Int32, k as u64, ReduceOp::Min, 1);
     let outs = simulate(&c, &xb, k * 4, false);
     assert_eq!(outs[1], xb[0]);
     assert!(outs[0].iter().chain(&outs[2]).all(|&b| b == 0));
@@ -181,13 +179,13 @@ fn differing_headers_are_seen() {
     for p in 0..n {
         let k = if p == 2 { 5 } else { 4 };
         rows[p * ROW..p * ROW + HEADER_BYTES]
-            .copy_from_slice(&call(Kind::AllReduce, HcclDataType::Fp32, k, ReduceOp::Sum, 0).header());
+            .copy_from_slice(&call(CollKind::AllReduce, HcclDataType::Fp32, k, ReduceOp::Sum, 0).header());
     }
     assert!(!headers_agree(n, &rows, ROW));
     let first = rows[..HEADER_BYTES].to_vec();
     rows[2 * ROW..2 * ROW + HEADER_BYTES].copy_from_slice(&first);
     assert!(headers_agree(n, &rows, ROW));
-    let mut header_only = call(Kind::AllReduce, HcclDataType::Fp32, 4, ReduceOp::Sum, 0);
+    let mut header_only = call(CollKind::AllReduce, HcclDataType::Fp32, 4, ReduceOp::Sum, 0);
     header_only.eager = false;
     let mut own = vec![0u8; ROW];
     let msgs = fill(&header_only, 1, n, &[], &mut own, &mut [], ROW);
@@ -199,17 +197,19 @@ fn differing_headers_are_seen() {
 fn which_calls_take_the_one_phase_path() {
     let f32s = |kind, count| call(kind, HcclDataType::Fp32, count, ReduceOp::Sum, 0);
     let lim = MAX_EAGER;
-    assert!(one_phase(&f32s(Kind::AllReduce, lim as u64 / 4), 4, lim));
-    assert!(!one_phase(&f32s(Kind::AllReduce, lim as u64 / 4 + 1), 4, lim));
+    assert!(one_phase(&f32s(CollKind::AllReduce, lim as u64 / 4), 4, lim));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, lim as u64 / 4 + 1), 4, lim));
     // per-peer chunks: the input may be n times larger
-    assert!(one_phase(&f32s(Kind::ReduceScatter, lim as u64), 4, lim));
-    assert!(!one_phase(&f32s(Kind::AllToAll, lim as u64 + 4), 4, lim));
-    assert!(one_phase(&f32s(Kind::Barrier, 0), 4, lim));
+    assert!(one_phase(&f32s(CollKind::ReduceScatter, lim as u64), 4, lim));
+    assert!(!one_phase(&f32s(CollKind::AllToAll, lim as u64 + 4), 4, lim));
+    assert!(one_phase(&f32s(CollKind::Barrier, 0), 4, lim));
+    // point-to-point calls never take it
+    assert!(!one_phase(&f32s(CollKind::Send, 1), 4, lim) && !one_phase(&f32s(CollKind::Recv, 1), 4, lim));
     // a group of one, a group too large, the path off, a limit above the rows' size
-    assert!(!one_phase(&f32s(Kind::AllReduce, 1), 1, lim));
-    assert!(!one_phase(&f32s(Kind::AllReduce, 1), MAX_RANKS + 1, lim));
-    assert!(!one_phase(&f32s(Kind::AllReduce, 1), 4, 0));
-    assert!(!one_phase(&f32s(Kind::AllReduce, lim as u64 / 4 + 1), 4, 10 * lim));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), 1, lim));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), MAX_RANKS + 1, lim));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), 4, 0));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, lim as u64 / 4 + 1), 4, 10 * lim));
     assert_eq!(inbox_bytes(4), HEADER_BYTES + MAX_EAGER);
     assert_eq!(inbox_bytes(MAX_RANKS + 1), HEADER_BYTES);
     assert_eq!(inbox_bytes(1), HEADER_BYTES);
