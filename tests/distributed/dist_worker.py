@@ -107,11 +107,12 @@ def main(scenario: str) -> object:
 
 
 def large(rank: int, world: int) -> object:
-    """Receive buffers above the engine's streaming threshold (`STREAM_BYTES`, 8 MiB: the
-    copies out of the slots use non-temporal stores), odd counts (unaligned pieces), and a
+    """Receive buffers above the engine's streaming threshold (`STREAM_BYTES`: the group's
+    receive buffers add up to 64 MiB or more, so the copies out of the slots use
+    non-temporal stores), odd counts (unaligned pieces), and a
     reduce_scatter whose output is its own chunk of the input (overlapping buffers: its own
     chunk is staged, not read from the input); returns the collectives that went wrong."""
-    n = (8 << 20) // 4 + 1001  # elements: > 8 MiB in every receive buffer below
+    n = (64 << 20) // 4 // world + 1001  # elements: > 64 MiB in the group's receive buffers below
     bad = []
     x = np.arange(n, dtype=np.float32) * (rank + 1) + 0.25
     t = npurt.to_device(x)

@@ -2,7 +2,7 @@
 ``mpi`` backend and prints one line per result, ``RESULT {json}``, which the tests parse.
 
 Modes: ``all`` (every collective × op × dtype against numpy, stream ordering, async work,
-subgroups, p2p), ``sleep`` (rank 1 sleeps past the deadline), ``desync`` (rank 0 calls
+subgroups, p2p), ``all_nbc`` (the same with all_gather on ``Iallgather``), ``sleep`` (rank 1 sleeps past the deadline), ``desync`` (rank 0 calls
 all_reduce, the others broadcast), ``size`` (ranks call all_reduce with different sizes),
 ``mixed`` (rank 0's all_reduce is small — one phase — the others' large — two phases),
 ``pathdiff`` (rank 1 turns the one-phase path off: same call, different paths), ``kill``
@@ -24,7 +24,7 @@ import traceback
 import npurt
 import npurt.distributed as dist
 import numpy as np
-from npurt.distributed import _mpi_comm, _mpi_ops
+from npurt.distributed import _mpi_comm, _mpi_data, _mpi_ops
 
 EAGER = [0]  # collectives completed on the one-phase path by `MpiComm.run` (+ `native()`'s)
 ON_CALLER: list = []  # per collective `MpiComm.run` ran: on the calling (main) thread, or queued
@@ -313,7 +313,9 @@ def main() -> None:
     dist.init_process_group("mpi", timeout=30.0)
     r, n = dist.get_rank(), dist.get_world_size()
     try:
-        if mode == "all":
+        if mode in ("all", "all_nbc"):
+            if mode == "all_nbc":  # all_gather on MPI's Iallgather (groups above P2P_GATHER_MAX)
+                _mpi_data.P2P_GATHER_MAX = 0
             check_all(r, n)
         elif mode.startswith("fast_"):
             fast_case(mode, r, n)
@@ -321,7 +323,7 @@ def main() -> None:
             hang_case(mode, r, n)
     except Exception:
         emit(rank=r, mode=mode, crash=traceback.format_exc())
-    if mode == "all":
+    if mode in ("all", "all_nbc"):
         dist.destroy_process_group()
 
 

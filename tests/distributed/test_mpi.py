@@ -47,9 +47,12 @@ def _check_path(rows: dict, path: str) -> None:
             assert row["eager"] >= 1, (r, row)
 
 
-@pytest.mark.parametrize("n,path", [(2, ONE_PHASE), (3, ONE_PHASE), (4, ONE_PHASE), (3, TWO_PHASE)])
-def test_every_collective_op_and_dtype_matches_numpy(n, path):
-    rows, p = run_job(n, "all", path=path)
+@pytest.mark.parametrize("n,path,mode", [(2, ONE_PHASE, "all"), (3, ONE_PHASE, "all"), (4, ONE_PHASE, "all"),
+                                         (3, TWO_PHASE, "all"), (2, TWO_PHASE, "all_nbc")])
+def test_every_collective_op_and_dtype_matches_numpy(n, path, mode):
+    """``all_nbc``: all_gather on MPI's ``Iallgather`` (larger groups) instead of the
+    point-to-point exchange."""
+    rows, p = run_job(n, mode, path=path)
     assert not _crashes(rows), _crashes(rows)
     assert sorted(rows) == list(range(n)), (p.stdout[-2000:], p.stderr[-2000:])
     for r, row in rows.items():

@@ -406,9 +406,9 @@ class MpiComm:
     def _data(self, c: Call, deadline: float) -> None:
         from ._mpi_data import start
 
-        req, finish = start(self, c)
-        if req is not None:
-            self._wait(c, [req], deadline, lambda: self._timeout(c, []), hot=True)
+        reqs, finish = start(self, c)
+        if reqs:
+            self._wait(c, reqs, deadline, lambda: self._timeout(c, []), hot=True)
         if finish is not None:
             finish()
 

@@ -16,7 +16,7 @@
 //! barrier, the results are copied out, a barrier before the slots are reused. In an
 //! all_to_all or reduce_scatter a rank stages only the sub-pieces its peers need and reads
 //! its own from its send buffer (unless the buffers overlap); copies into receive buffers
-//! of at least [`STREAM_BYTES`] use non-temporal stores ([`copy_out`]). A broadcast is a
+//! adding up to [`STREAM_BYTES`] over the group use non-temporal stores ([`copy_out`]). A broadcast is a
 //! pipeline through the two halves of the root's slot: the root stages the next piece
 //! while the others copy out the last one, one barrier a step.
 //!
@@ -50,13 +50,14 @@ pub(crate) unsafe fn copy(dst: usize, src: usize, n: usize) {
     }
 }
 
-/// Receive buffers of at least this many bytes (one rank's) are written by the `shm`
-/// copies out of the slots with non-temporal stores ([`copy_out`]): with 4 ranks that is
-/// 32 MiB of results, a Zen 5's whole L3, so the lines would be evicted before anyone
-/// reads them; a plain store first reads each line from DRAM (read-for-ownership), a
-/// streaming store does not (512 KiB pieces into 256 MiB on one Zen 5 core: ~30 GB/s plain,
-/// ~40 GB/s streaming).
-pub(crate) const STREAM_BYTES: usize = 8 << 20;
+/// When the group's results (every rank's receive buffer) add up to at least this many
+/// bytes, the `shm` copies out of the slots use non-temporal stores ([`copy_out`]): twice
+/// a Zen 5's L3, so the lines would be evicted before anyone reads them; a plain store
+/// first reads each line from DRAM (read-for-ownership), a streaming store does not (512
+/// KiB pieces into 256 MiB on one Zen 5 core: ~30 GB/s plain, ~40 GB/s streaming). Below
+/// it the results stay in the L3 for the caller's next read: 2 ranks at 16 MiB (32 MiB of
+/// results), plain stores took all_reduce 3.5 -> 2.8 ms, all_gather 1.23 -> 1.02 ms.
+pub(crate) const STREAM_BYTES: usize = 64 << 20;
 
 /// [`copy`], with non-temporal stores when `stream` (the destination is not read soon:
 /// see [`STREAM_BYTES`]) and the ranges do not overlap; ends with a store fence, so the
@@ -181,13 +182,16 @@ pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: 
     let slot = |r: u32| c.slots + r as usize * c.slot_bytes;
     let mine = slot(me);
     let per_slot = (c.slot_bytes / e).max(1);
-    let out = d.buffer_bytes(n)?.1 >= STREAM_BYTES;
+    let out = d.buffer_bytes(n)?.1.saturating_mul(n as usize) >= STREAM_BYTES;
     // SAFETY (every block below): `send`/`recv` are this rank's checked buffers
     // (`check_regions`), the slots lie inside the mapped segment (the communicator keeps
     // it), pieces never exceed a slot, and within each step between two barriers every
     // byte of a slot is written by at most one rank while no other rank reads it.
     match d.kind {
         CollKind::AllReduce | CollKind::Reduce => {
+            // Every chunk is staged, the rank's own too: reading the own chunk from the
+            // send buffer instead (as all_to_all does) was slower on 2 Zen 5 cores
+            // (256 KiB 33 -> 42 us, 16 MiB 1.4 -> 1.8 ms; docs/BENCH.md).
             for p in (0..count).step_by(per_slot) {
                 let len = per_slot.min(count - p);
                 unsafe { copy(mine, send + p * e, len * e) };
