@@ -8,6 +8,7 @@ use super::timeline::Timeline;
 use super::{observe, StreamInner, StreamList, ABORTED, ALIVE, DESTROYED, NEXT_STREAM_ID};
 use crate::error::{DeviceError, Result, StreamError};
 use crate::executor::Scheduler;
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU8};
@@ -30,8 +31,8 @@ impl StreamInner {
             list,
             ctx_id,
             queue: TaskQueue::new(depth),
-            sched: SchedState::new(),
-            timeline: Timeline::new(),
+            sched: CachePadded::new(SchedState::new()),
+            timeline: CachePadded::new(Timeline::new()),
             inflight: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),

@@ -90,6 +90,11 @@ pub(crate) struct TaskQueue<T> {
     rings: [UnsafeCell<Option<Ring<T>>>; MAX_RINGS],
     /// The configured depth (a power of two): the largest ring.
     max_cap: u64,
+    /// The newest ring's number, for the consumer: written only when a ring is added
+    /// (before the tail word names it), so the consumer's look for a newer ring reads a
+    /// line no push writes. Reading the tail word there instead made every empty poll of
+    /// the owner pull the producers' line into its cache: the next push's CAS then missed.
+    newest: AtomicU64,
     /// Next position a producer will claim, the newest ring's number, the grow lock.
     tail: CachePadded<AtomicU64>,
     /// Next position the consumer will read, and the ring it is in.
@@ -118,6 +123,7 @@ impl<T> TaskQueue<T> {
         Self {
             rings,
             max_cap,
+            newest: AtomicU64::new(0),
             tail: CachePadded::new(AtomicU64::new(0)),
             head: CachePadded::new(AtomicU64::new(0)),
         }
@@ -202,6 +208,7 @@ impl<T> TaskQueue<T> {
         // SAFETY: only the lock holder writes a ring, and nobody reads ring r + 1 before
         // the release below names it.
         self.rings[r + 1].with_mut(|p| unsafe { *p = Some(ring) });
+        self.newest.store(r as u64 + 1, Release);
         let t = pos | ((r as u64 + 1) << RING_SHIFT);
         self.tail.store(t, Release);
         t
@@ -210,7 +217,9 @@ impl<T> TaskQueue<T> {
     /// The ring holding position `pos`, from the consumer's ring `r` on (true if it moved).
     #[inline]
     fn locate(&self, pos: u64, mut r: usize) -> (usize, bool) {
-        let newest = split(self.tail.load(Acquire)).1;
+        // A ring named here was written before this store (and a value pushed into it was
+        // pushed after it: the pusher acquired the tail word released after it).
+        let newest = self.newest.load(Acquire) as usize;
         let mut moved = false;
         while r < newest && self.ring(r + 1).start <= pos {
             r += 1;

@@ -5,7 +5,7 @@
 //! copy, a host callback, a wait on another stream). Exactly one party owns a scheduled
 //! stream, which is what keeps one stream's tasks in order while streams run in parallel.
 //!
-//! Producers push a task and then set `SCHEDULED | NOTIFIED` with one `fetch_or`; the one
+//! Producers push a task and then set `SCHEDULED | NOTIFIED` with one swap; the one
 //! that flips `SCHEDULED` on puts the stream on its device's ready list. The owner, finding
 //! the queue empty, clears `NOTIFIED` and looks again, and only gives the stream up with a
 //! CAS from exactly `SCHEDULED` to idle. All transitions are read-modify-writes of one word,
@@ -28,7 +28,10 @@ impl SchedState {
     /// stream on the ready list (it was idle).
     #[inline]
     pub(crate) fn notify(&self) -> bool {
-        self.0.fetch_or(SCHEDULED | NOTIFIED, AcqRel) & SCHEDULED == 0
+        // The word holds only these two bits, so or-ing both in is storing both: a swap
+        // (one `xchg`) where `fetch_or`, whose old value is used, compiles to a load and a
+        // `cmpxchg` loop: two trips for a line the owner has just written.
+        self.0.swap(SCHEDULED | NOTIFIED, AcqRel) & SCHEDULED == 0
     }
 
     /// Called by the owner when its queue looked empty. Returns true if ownership was given
