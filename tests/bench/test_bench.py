@@ -5,6 +5,7 @@ bar. Tiny stream counts and sample counts keep these fast; no test asserts a tim
 import importlib.util
 import io
 import json
+import os
 
 import npurt
 import numpy as np
@@ -235,3 +236,19 @@ def test_report_names_numpys_blas_kernels_and_what_caps_them(monkeypatch):
     assert "OPENBLAS_CORETYPE=Haswell set" in lines[1]
     monkeypatch.delenv("OPENBLAS_CORETYPE")
     assert "OPENBLAS_CORETYPE" not in report.where(cli.machine())
+
+
+def test_report_says_how_long_a_cache_line_takes_between_two_cores():
+    """The machine record holds the core-to-core probe (None with one CPU), the report
+    prints it, and with the end-of-run figure both; the probe itself answers in time."""
+    report = cli.rep
+    m = cli.machine()
+    c2c = m["core_to_core_ns"]
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert isinstance(c2c["start"], float) and 1.0 < c2c["start"] < 100_000.0, c2c
+    else:
+        assert c2c["start"] is None
+    line = report.where(m).splitlines()[-1]
+    assert line.startswith("core-to-core cache line: ") and "one-way" in line and "at the end" not in line
+    assert "at the start, 190 ns at the end" in report.core_to_core_line({"start": 45.2, "end": 190.4})
+    assert "n/a (one CPU)" in report.core_to_core_line({"start": None})

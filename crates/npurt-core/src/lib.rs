@@ -59,6 +59,7 @@ pub mod fault;
 pub mod ipc;
 pub mod logging;
 pub mod memory;
+pub mod probe;
 pub mod profiler;
 pub mod registry;
 pub mod sanitizer;

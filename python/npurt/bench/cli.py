@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import npurt
+from npurt import _npurt
 
 from . import baselines as bl
 from . import copies as cp
@@ -62,6 +63,9 @@ def machine() -> Dict[str, object]:
         "config": npurt.get_config(),
         "isa": npurt.isa_info(),  # CPU model and the ISA path of each kernel family
         "numpy_blas": numpy_blas(),  # which BLAS kernels the numpy baselines ran
+        # one-way ns for a cache line between two cores, now (and "end": after the run):
+        # every cross-core figure moves with it (a VM's vCPUs on one die or two)
+        "core_to_core_ns": {"start": _npurt._core_to_core_ns()},
     }
 
 
@@ -279,6 +283,7 @@ def run(quick: bool, stream_counts: List[int], reps: int, with_memory: bool = Tr
     finally:
         bar.close()
     kb.merge_children(results)
+    res["machine"]["core_to_core_ns"]["end"] = _npurt._core_to_core_ns()
     res["results"] = results
     res["skipped"] = skipped
     return res

@@ -203,8 +203,11 @@ def table(results: Dict[str, Any], n: int) -> List[str]:
 def header(n: int) -> List[str]:
     import npurt
 
+    from .report import core_to_core_line
+
     info = npurt.isa_info()
     return [info.get("summary", "CPU: ?") if isinstance(info, dict) else str(info),
+            core_to_core_line({"start": npurt._npurt._core_to_core_ns()}),
             f"ranks: {n}; cores: {os.cpu_count()}; sizes are nccl-tests' (bytes of the larger buffer), float32"]
 
 

@@ -225,7 +225,24 @@ def where(machine: Dict[str, Any]) -> str:
         if "OPENBLAS_CORETYPE" in env:
             line += (f" (OPENBLAS_CORETYPE={env['OPENBLAS_CORETYPE']} set: numpy runs those kernels; "
                      "unset it to compare against numpy's best)")
+    c2c = machine.get("core_to_core_ns") or {}
+    if c2c:
+        line += "\n" + core_to_core_line(c2c)
     return line
+
+
+def core_to_core_line(c2c: Dict[str, Optional[float]]) -> str:
+    """How long a cache line took between two cores (``{"start": ns, "end": ns}``, None
+    with one CPU): launches, event hops and collectives are a few such transfers, so their
+    figures move with it (a VM's two vCPUs on one die: ~40-60 ns on a Zen 5; on two: ~190
+    ns, at a third of the empty-kernel rate). Compare runs whose lines here agree."""
+    def ns(v: Optional[float]) -> str:
+        return "n/a (one CPU)" if v is None else f"{v:.0f} ns"
+
+    text = f"core-to-core cache line: {ns(c2c.get('start'))}"
+    if "end" in c2c:
+        text += f" at the start, {ns(c2c.get('end'))} at the end"
+    return text + " one-way (cross-core figures move with it)"
 
 
 def runtime_lines(r: Dict[str, Any]) -> List[str]:
