@@ -22,7 +22,6 @@ use crate::error::{DeviceError, Result};
 use crate::stream::task::Engine;
 use crate::stream::StreamInner;
 use crossbeam_queue::SegQueue;
-use crossbeam_utils::CachePadded;
 use engine::{EngineJob, HostPool};
 use job::Job;
 use notifier::Notifier;
@@ -52,11 +51,7 @@ pub(crate) struct Scheduler {
     ready: [SegQueue<Arc<StreamInner>>; PRIORITY_LEVELS],
     jobs: Mutex<Vec<Arc<Job>>>,
     jobs_len: AtomicUsize,
-    /// On lines of its own: the workers write its state each time they start or stop
-    /// searching, and every launch reads the fields beside it (`state`, the device's
-    /// pointer): sharing a line made that read miss (a third of a launch's cost on the
-    /// submitting thread, one stream of empty kernels on 2 cores).
-    notifier: CachePadded<Notifier>,
+    notifier: Notifier,
     threads: OnceLock<Vec<Thread>>,
     engines: Mutex<Option<[Sender<EngineJob>; 2]>>,
     host: HostPool,
@@ -175,7 +170,7 @@ impl Executor {
             ready: Default::default(),
             jobs: Mutex::new(Vec::new()),
             jobs_len: AtomicUsize::new(0),
-            notifier: CachePadded::new(Notifier::new(workers)),
+            notifier: Notifier::new(workers),
             threads: OnceLock::new(),
             engines: Mutex::new(None),
             host,
