@@ -9,8 +9,8 @@
 //! beside their figures so that runs can be compared.
 
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,10 +32,14 @@ fn two_cpus() -> Option<(usize, usize)> {
     Some((cpus.next()?, cpus.next()?))
 }
 
-/// Pins the calling thread to `cpu` (false if the OS refused).
+/// Pins the calling thread to `cpu` (false if it is out of range or the OS refused, e.g.
+/// a CPU this process may not use).
 fn pin(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
     // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes one bit below
-    // CPU_SETSIZE (callers pass CPUs from the affinity mask); pid 0 is this thread.
+    // CPU_SETSIZE (checked above); pid 0 is this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu, &mut set);
@@ -43,12 +47,20 @@ fn pin(cpu: usize) -> bool {
     }
 }
 
-/// Spins until `flag` holds `want` (true) or `until` passed (false).
-fn wait_for(flag: &AtomicU64, want: u64, until: Instant) -> bool {
+/// The line the two threads bounce, and a separate word a side that could not pin its
+/// thread sets so the other stops waiting.
+struct Shared {
+    flag: CachePadded<AtomicU64>,
+    gave_up: AtomicBool,
+}
+
+/// Spins until `flag` holds `want` (true), or the other side gave up or `until` passed
+/// (false; both looked at every 1024 polls).
+fn wait_for(sh: &Shared, want: u64, until: Instant) -> bool {
     let mut n = 0u32;
-    while flag.load(Acquire) != want {
+    while sh.flag.load(Acquire) != want {
         n = n.wrapping_add(1);
-        if n.is_multiple_of(1024) && Instant::now() >= until {
+        if n.is_multiple_of(1024) && (sh.gave_up.load(Acquire) || Instant::now() >= until) {
             return false;
         }
         std::hint::spin_loop();
@@ -61,18 +73,22 @@ fn wait_for(flag: &AtomicU64, want: u64, until: Instant) -> bool {
 /// or the probe passed its one-second deadline (e.g. both CPUs the same one).
 pub fn core_to_core_ns_on(cpus: (usize, usize), rounds: usize, trips: u64) -> Option<f64> {
     let until = Instant::now() + DEADLINE;
-    let flag = Arc::new(CachePadded::new(AtomicU64::new(0)));
+    let sh = Arc::new(Shared {
+        flag: CachePadded::new(AtomicU64::new(0)),
+        gave_up: AtomicBool::new(false),
+    });
     let mut times = Vec::with_capacity(rounds);
     for _ in 0..rounds.max(1) {
-        flag.store(0, Release);
-        let f = flag.clone();
+        sh.flag.store(0, Release);
+        let other = sh.clone();
         let echo = std::thread::spawn(move || {
             if !pin(cpus.1) {
+                other.gave_up.store(true, Release);
                 return false;
             }
             (0..trips).all(|i| {
-                wait_for(&f, 2 * i + 1, until) && {
-                    f.store(2 * i + 2, Release);
+                wait_for(&other, 2 * i + 1, until) && {
+                    other.flag.store(2 * i + 2, Release);
                     true
                 }
             })
@@ -80,13 +96,14 @@ pub fn core_to_core_ns_on(cpus: (usize, usize), rounds: usize, trips: u64) -> Op
         let timed = std::thread::scope(|s| {
             s.spawn(|| {
                 if !pin(cpus.0) {
-                    flag.store(u64::MAX, Release); // (never a value the echo waits for)
+                    sh.gave_up.store(true, Release);
                     return None;
                 }
                 let t0 = Instant::now();
                 for i in 0..trips {
-                    flag.store(2 * i + 1, Release);
-                    if !wait_for(&flag, 2 * i + 2, until) {
+                    sh.flag.store(2 * i + 1, Release);
+                    if !wait_for(&sh, 2 * i + 2, until) {
+                        sh.gave_up.store(true, Release); // (the echo stops waiting too)
                         return None;
                     }
                 }
@@ -127,5 +144,11 @@ mod tests {
         let t = Instant::now();
         assert!(core_to_core_ns_on((a, a), 1, 1_000_000).is_none());
         assert!(t.elapsed() < DEADLINE + Duration::from_secs(2));
+        // CPUs that cannot be pinned (out of range, or not this process's): None at once
+        // (the side that could pin stops waiting), no panic.
+        let t = Instant::now();
+        assert!(core_to_core_ns_on((a, usize::MAX), 1, 10).is_none());
+        assert!(core_to_core_ns_on((libc::CPU_SETSIZE as usize, b), 1, 10).is_none());
+        assert!(t.elapsed() < DEADLINE / 2, "{:?}", t.elapsed());
     }
 }

@@ -407,8 +407,7 @@ class MpiComm:
         from ._mpi_data import start
 
         reqs, finish = start(self, c)
-        if reqs:
-            self._wait(c, reqs, deadline, lambda: self._timeout(c, []), hot=True)
+        self._wait(c, reqs, deadline, lambda: self._timeout(c, []), hot=True)
         if finish is not None:
             finish()
 

@@ -8,9 +8,10 @@ arrays' memory; counts are elements of ``call.dtype``.
 all_gather in groups of up to :data:`P2P_GATHER_MAX` ranks is one ``Irecv`` from and one
 ``Isend`` to every peer (plus a local copy of the rank's own part), not ``Iallgather``:
 Open MPI's non-blocking all_gather (libnbc) took 1.5-2.5x its blocking one on 2 ranks of
-one host (256 KiB 18.8 / 12.8 us, 4 MiB 408 / 167 us), the point-to-point exchange polled
-with ``Test`` as long as the blocking one (13.8, 169 us), and about as long as
-``Iallgather`` on 4 ranks (docs/BENCH.md, "The `mpi` backend's all_gather").
+one host (256 KiB 19-21 / 13-14 us, 4 MiB 360-418 / 166-174 us), the point-to-point
+exchange polled with ``Test`` as long as the blocking one (15-16, 164-175 us), and within
+12 % of ``Iallgather`` on 4 ranks (docs/BENCH.md, "`shm` slots sized to the L2; the `mpi`
+backend's all_gather").
 """
 
 from __future__ import annotations
@@ -45,11 +46,6 @@ def _avg(c: Any, n: int) -> Finish:
     return lambda: ops.divide_avg(ops.numpy_view(c.recv, c.dtype), n)
 
 
-def start(comm: Any, c: Any) -> Tuple[List[Any], Finish]:
-    req, finish = _start(comm, c)
-    return (req if isinstance(req, list) else [req]), finish
-
-
 def _all_gather_p2p(comm: Any, c: Any, send: memoryview) -> List[Any]:
     MPI, d, me = comm.MPI, comm.data, comm.rank
     part = len(send)
@@ -59,13 +55,13 @@ def _all_gather_p2p(comm: Any, c: Any, send: memoryview) -> List[Any]:
     return reqs
 
 
-def _start(comm: Any, c: Any) -> Tuple[Any, Finish]:
+def start(comm: Any, c: Any) -> Tuple[List[Any], Finish]:
     MPI, d, n = comm.MPI, comm.data, comm.size
     k = c.kind
     if k == "barrier":
-        return d.Ibarrier(), None
+        return [d.Ibarrier()], None
     if k == "broadcast":
-        return d.Ibcast([c.recv, MPI.BYTE], root=c.root), None
+        return [d.Ibcast([c.recv, MPI.BYTE], root=c.root)], None
     if k in ("all_gather", "all_to_all"):
         send = c.send
         if _overlap(send, c.recv):
@@ -73,14 +69,14 @@ def _start(comm: Any, c: Any) -> Tuple[Any, Finish]:
         if k == "all_gather" and n <= P2P_GATHER_MAX:
             return _all_gather_p2p(comm, c, send), None
         call = d.Iallgather if k == "all_gather" else d.Ialltoall
-        return call([send, MPI.BYTE], [c.recv, MPI.BYTE]), None
+        return [call([send, MPI.BYTE], [c.recv, MPI.BYTE])], None
     host = ops.host_reduced(c.dtype, c.op)
     if host:
         return _start_host(comm, c)
     dt, op = ops.mpi_datatype(MPI, c.dtype), ops.mpi_op(MPI, c.op)
     if k == "all_reduce":
         send = MPI.IN_PLACE if c.send is c.recv or _addr(c.send) == _addr(c.recv) else [c.send, c.count, dt]
-        return d.Iallreduce(send, [c.recv, c.count, dt], op=op), _avg(c, n)
+        return [d.Iallreduce(send, [c.recv, c.count, dt], op=op)], _avg(c, n)
     if k == "reduce":
         root = comm.rank == c.root
         if root and (c.send is c.recv or _addr(c.send) == _addr(c.recv)):
@@ -88,16 +84,16 @@ def _start(comm: Any, c: Any) -> Tuple[Any, Finish]:
         else:
             send = [c.send, c.count, dt]
         recv = [c.recv, c.count, dt] if root else None
-        return d.Ireduce(send, recv, op=op, root=c.root), (_avg(c, n) if root else None)
+        return [d.Ireduce(send, recv, op=op, root=c.root)], (_avg(c, n) if root else None)
     if k == "reduce_scatter":
         src = c.send
         if _overlap(src, c.recv):
             src = memoryview(bytearray(src))
-        return d.Ireduce_scatter_block([src, dt], [c.recv, dt], op=op), _avg(c, n)
+        return [d.Ireduce_scatter_block([src, dt], [c.recv, dt], op=op)], _avg(c, n)
     raise ValueError(f"mpi backend: unknown collective {k!r}")
 
 
-def _start_host(comm: Any, c: Any) -> Tuple[Any, Finish]:
+def _start_host(comm: Any, c: Any) -> Tuple[List[Any], Finish]:
     """float16 / bfloat16: gather the raw elements (all of them, or each rank's chunk with
     all_to_all for reduce_scatter), then fold them in rank order here."""
     MPI, d, n, k = comm.MPI, comm.data, comm.size, c.kind
@@ -114,7 +110,7 @@ def _start_host(comm: Any, c: Any) -> Tuple[Any, Finish]:
             recvbuf = [scratch, MPI.BYTE] if comm.rank == c.root else None
             req = d.Igather([c.send, MPI.BYTE], recvbuf, root=c.root)
             if comm.rank != c.root:
-                return req, lambda: None
+                return [req], lambda: None
         part = c.count
 
     def finish() -> None:
@@ -122,4 +118,4 @@ def _start_host(comm: Any, c: Any) -> Tuple[Any, Finish]:
         out = np.frombuffer(c.recv, dtype=raw)
         out[: part] = ops.fold_ranks(parts, c.dtype, c.op)
 
-    return req, finish
+    return [req], finish
