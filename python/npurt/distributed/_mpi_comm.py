@@ -38,6 +38,7 @@ from .. import _npurt
 from . import _mpi_ops as ops
 from . import _mpi_small as small
 from ._backend import collective_error
+from ._mpi_data import native_handles
 from ._mpi_load import load_mpi
 from ._mpi_small import Call, describe
 
@@ -103,7 +104,10 @@ class MpiComm:
         self._statuses: List[Any] = []  # _wait's MPI_Testsome statuses
         self.eager_limit = small.eager_limit()
         local = os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "")
-        self._hot_s = 0.0 if local.isdigit() and int(local) > len(os.sched_getaffinity(0)) else _HOT_S
+        crowded = local.isdigit() and int(local) > len(os.sched_getaffinity(0))
+        self._hot_s = 0.0 if crowded else _HOT_S
+        # every rank of the group has a core (the same answer on every rank: the one-phase rule's)
+        self.spread = self.size > 1 and not any(self.ctl.allgather(crowded))
         # every collective's first exchange (the whole of a one-phase one): native code
         # calling libmpi (npurt_core::collective::mpi), with persistent per-peer receives
         # (also the one-call path's: `_MpiExchange.run_sync`, on once `enable_fast` ran)
@@ -119,6 +123,7 @@ class MpiComm:
 
                 raise UnavailableError(f"backend 'mpi': cannot call this MPI library natively: {e}") from None
             self._x.notice = self._notice_h
+            self._x.set_data(*native_handles(MPI, self.data))  # two-phase calls' data phase, natively
         self._x0 = self._x  # (`_x` is dropped after a failure that leaves MPI owning its buffers)
         self._seq0 = 0  # the collective numbering of a group of one (else `_x0`'s)
 
@@ -134,9 +139,11 @@ class MpiComm:
                 self._check_left(c)
                 if c.kind in ("send", "recv"):
                     self._p2p(c, deadline)
-                elif small.eligible(c.kind, c.dtype, c.count, self.size, self.eager_limit):
+                elif small.eligible(c.kind, c.dtype, c.count, self.size, self.eager_limit, c.op, self.spread):
                     c.eager = True
                     self._exchange(c, deadline)
+                elif self.size > 1 and small.native_data(c, self.size):
+                    self._exchange(c, deadline, data=True)  # headers and data, natively
                 else:
                     if self.size > 1:
                         self._exchange(c, deadline)
@@ -179,7 +186,7 @@ class MpiComm:
         """Turns the one-call path on (``MpiBackend.one_call``) with the group's deadline."""
         if self._x0 is not None and self.failed is None and not self._left and not self.closed:
             # (the group size's part of the rule is the native one's: `_mpi_small.eligible`)
-            self._x0.set_fast(functools.partial(_native_call, weakref.ref(self)), timeout_s, self.eager_limit)
+            self._x0.set_fast(functools.partial(_native_call, weakref.ref(self)), timeout_s, self.eager_limit, self.spread)
 
     def set_fast_timeout(self, timeout_s: float) -> None:
         if self._x0 is not None:
@@ -356,19 +363,22 @@ class MpiComm:
             return []
 
     # -- phase 1: headers (the whole collective on the one-phase path) ---------------
-    def _exchange(self, c: Call, deadline: float) -> None:
+    def _exchange(self, c: Call, deadline: float, data: bool = False) -> None:
         """Sends every peer this rank's header (one-phase: followed by the data the peer
         needs), receives every peer's, checks that every rank called the same collective
-        and, one-phase, completes it: all in ``_MpiExchange.run`` (native, GIL released);
-        what it cannot finish comes back as a status for the errors below."""
+        and, one-phase, completes it (``data``: a two-phase call whose data phase then runs
+        natively too): all in ``_MpiExchange.run`` (native, GIL released); what it cannot
+        finish comes back as a status for the errors below."""
         x = self._x
+        send, recv = c.arrays
         if c.eager:
-            send, recv = c.arrays
             src = recv if c.kind == "broadcast" else send  # the payload: the root's buffer / the input
+        elif data:
+            src = send
         else:
             src = recv = None
         st, info = x.run(small.KINDS[c.kind], c.seq, ops.DTYPES[c.dtype][0], c.count, c.op, c.root, c.eager, src,
-                         recv, deadline - time.monotonic(), self._notice_h)
+                         recv, deadline - time.monotonic(), self._notice_h, data)
         self._settle(c, deadline, st, info)
 
     def _settle(self, c: Call, deadline: float, st: int, info: Any) -> None:

@@ -1,6 +1,8 @@
-"""The data phase of each collective on MPI: which non-blocking call, on which buffers, and
-what runs after it completes (float16 / bfloat16 folds, AVG's division, copies out of a
-scratch buffer when send and receive overlap).
+"""The data phase of the two-phase collectives that native code does not run
+(``collective/mpi/data.rs`` runs the rest with the same MPI calls, ~10 µs a call faster:
+``_mpi_small.native_data``): the float16 / bfloat16 reductions (folded here), AVG (MPI's
+sum, then the division) and buffers over MPI's ``int`` counts (mpi4py's large-count
+calls): which non-blocking call, on which buffers, and what runs after it completes.
 
 ``start(comm, call) -> (requests, finish or None)``. Buffers are byte memoryviews of the
 arrays' memory; counts are elements of ``call.dtype``.
@@ -20,11 +22,24 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
+from .. import _npurt
 from . import _mpi_ops as ops
 
 Finish = Optional[Callable[[], None]]
-P2P_GATHER_MAX = 8
+P2P_GATHER_MAX = _npurt._MPI_P2P_GATHER_MAX  # (read by every group at creation: tests lower it)
 _TAG_GATHER = 7105  # the data communicator's all_gather messages (send/recv use 7104)
+
+
+def native_handles(MPI: Any, data: Any) -> Tuple[int, int, List[int], List[int], int]:
+    """``_MpiExchange.set_data``'s arguments: the data communicator's handle, MPI_IN_PLACE,
+    the MPI datatype of each HCCL code (0: none), the ops sum / prod / max / min, and the
+    largest group whose all_gather is point to point (:data:`P2P_GATHER_MAX`)."""
+    dtypes = [0] * len(ops.DTYPES)
+    for name, (code, _attr, _size) in ops.DTYPES.items():
+        dt = ops.mpi_datatype(MPI, name)
+        dtypes[code] = MPI._handleof(dt) if dt is not None else 0
+    hops = [MPI._handleof(ops.mpi_op(MPI, o)) for o in (ops.SUM, ops.PROD, ops.MAX, ops.MIN)]
+    return MPI._handleof(data), int(MPI.IN_PLACE), dtypes, hops, P2P_GATHER_MAX
 
 
 def _addr(mv: Optional[memoryview]) -> int:

@@ -101,10 +101,20 @@ def inbox_bytes(n: int) -> int:
     return int(_npurt._mpi_inbox_bytes(n))
 
 
-def eligible(kind: str, dtype: str, count: int, n: int, limit: int) -> bool:
+def native_data(c: Call, n: int) -> bool:
+    """Whether a two-phase call's data phase runs natively too (``collective::mpi::
+    native_data``: header fields and the group size only): everything but the float16 /
+    bfloat16 and AVG reductions (``_mpi_data``'s host folds) and buffers over 2 GiB."""
+    return bool(_npurt._mpi_native_data(KINDS[c.kind], ops.DTYPES[c.dtype][0], c.count, c.op, max(c.root, 0), n))
+
+
+def eligible(kind: str, dtype: str, count: int, n: int, limit: int, op: int = ops.SUM, spread: bool = False) -> bool:
     """Whether a call takes the one-phase path: the native rule (``collective::mpi::
     one_phase``, which the blocking one-call path runs too): the same answer on every
-    rank whose header is the same (only header fields, the group size and ``limit``)."""
+    rank whose header is the same (only header fields, the group size and ``limit``).
+    Below ``limit``, when ``spread`` (every rank of the group has a core of its own), calls
+    whose data phase runs natively take two phases from a size per kind (all_gather 8 KiB
+    per peer, all_to_all 16 KiB, broadcast / all_reduce 32 KiB)."""
     if kind in ("send", "recv") or limit <= 0:
         return False
-    return bool(_npurt._mpi_one_phase(KINDS[kind], ops.DTYPES[dtype][0], count, n, limit))
+    return bool(_npurt._mpi_one_phase(KINDS[kind], ops.DTYPES[dtype][0], count, op, n, limit, spread))

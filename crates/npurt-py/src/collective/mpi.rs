@@ -6,7 +6,7 @@
 use super::sync::Marks;
 use super::{coll_err, region, signal_pending};
 use crate::errors::value_error;
-use npurt_core::collective::mpi::{Call, Exchange, Handles, MpiLib, Outcome};
+use npurt_core::collective::mpi::{Call, DataHandles, Exchange, Handles, MpiLib, Outcome};
 use npurt_core::collective::{CollKind, CollectiveError, HcclDataType, ReduceOp};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -49,6 +49,8 @@ pub(crate) struct PyMpiExchange {
     /// The group's deadline in ns (u64::MAX: none) and the one-phase limit, bytes per peer.
     pub(super) timeout_ns: AtomicU64,
     pub(super) limit: AtomicUsize,
+    /// Every rank of the group has a core (the one-phase rule's `spread`).
+    pub(super) spread: AtomicBool,
     /// `f(kind, seq, dtype, count, op, root, timeout_s, left_s, status, info, send, recv)`:
     /// the one-call path's collective when the exchange did not simply complete it.
     pub(super) handler: Mutex<Option<Arc<Py<PyAny>>>>,
@@ -56,8 +58,9 @@ pub(crate) struct PyMpiExchange {
     /// Per communication stream, its task count after a one-call collective that was
     /// queued (`MpiBackend.run`'s `_tail`: the next call waits for it, else a burst stays queued).
     pub(super) tails: Mutex<Vec<(u64, u64)>>,
-    /// One-call collectives the native exchange completed: on the calling thread, queued.
-    pub(super) stats: Arc<[AtomicU64; 2]>,
+    /// One-call collectives the native exchange completed: on the calling thread, queued,
+    /// and of those the two-phase ones.
+    pub(super) stats: Arc<[AtomicU64; 3]>,
 }
 
 /// `(status, info)`: 0 done (None), 1 timeout (the missing peers), 2 desync (every rank's
@@ -120,18 +123,50 @@ impl PyMpiExchange {
             seq: AtomicU64::new(0),
             timeout_ns: AtomicU64::new(u64::MAX),
             limit: AtomicUsize::new(0),
+            spread: AtomicBool::new(false),
             handler: Mutex::new(None),
             marks: Marks::default(),
             tails: Mutex::new(Vec::new()),
-            stats: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
+            stats: Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]),
         })
+    }
+
+    /// Lets two-phase calls run their data phase natively (`Exchange::set_data`): the data
+    /// communicator's handle, `int(MPI.IN_PLACE)`, the MPI datatype handle of each HCCL
+    /// data type code (0: none), the handles of sum, prod, max, min, and the largest group
+    /// whose all_gather is point to point.
+    fn set_data(
+        &self,
+        py: Python<'_>,
+        comm: usize,
+        in_place: usize,
+        dtypes: Vec<usize>,
+        ops: Vec<usize>,
+        p2p_gather_max: usize,
+    ) -> PyResult<()> {
+        let dtypes: [usize; 12] = dtypes
+            .try_into()
+            .map_err(|_| value_error("set_data: 12 datatype handles (one per HCCL data type code)"))?;
+        let ops: [usize; 4] = ops
+            .try_into()
+            .map_err(|_| value_error("set_data: 4 op handles (sum, prod, max, min)"))?;
+        let dh = DataHandles {
+            comm,
+            in_place,
+            dtypes,
+            ops,
+            p2p_gather_max,
+        };
+        py.detach(|| lock(&self.x).set_data(dh));
+        Ok(())
     }
 
     /// Starts a collective's exchange and waits for it (see `result`). `kind` / `dtype`:
     /// the header's codes; `send`: the input array (broadcast: the root's buffer), `recv`:
     /// the output, both native arrays or None; `timeout_s`: seconds left; `notice`: the
-    /// abort-notice receive's handle (0: none).
-    #[pyo3(signature = (kind, seq, dtype, count, op, root, eager, send, recv, timeout_s, notice))]
+    /// abort-notice receive's handle (0: none). `data`: a two-phase call whose data phase
+    /// runs here too (`_mpi_native_data`; `send` the input, `recv` the output).
+    #[pyo3(signature = (kind, seq, dtype, count, op, root, eager, send, recv, timeout_s, notice, data=false))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -147,6 +182,7 @@ impl PyMpiExchange {
         recv: Option<&Bound<'_, PyAny>>,
         timeout_s: f64,
         notice: usize,
+        data: bool,
     ) -> PyResult<(u32, Py<PyAny>)> {
         let call = Call {
             kind: CollKind::from_u32(kind)
@@ -166,7 +202,11 @@ impl PyMpiExchange {
         let x = &self.x;
         let (o, heads) = py.detach(|| {
             let mut x = lock(x);
-            let o = x.run(call, send.as_ref(), recv, end, notice, &mut signal_pending);
+            let o = if data {
+                x.run_two_phase(call, send, recv, end, notice, &mut signal_pending)
+            } else {
+                x.run(call, send.as_ref(), recv, end, notice, &mut signal_pending)
+            };
             let heads = x.headers();
             (o, heads)
         });
@@ -220,13 +260,15 @@ impl PyMpiExchange {
     }
 
     /// Turns the one-call path on (`handler`, the group's deadline in seconds: inf for
-    /// none, the one-phase limit in bytes per peer) or off (`handler` None).
-    #[pyo3(signature = (handler, timeout_s=f64::INFINITY, limit=0))]
-    fn set_fast(&self, handler: Option<Py<PyAny>>, timeout_s: f64, limit: usize) {
+    /// none, the one-phase limit in bytes per peer, whether every rank has a core: the
+    /// one-phase rule's `spread`) or off (`handler` None).
+    #[pyo3(signature = (handler, timeout_s=f64::INFINITY, limit=0, spread=false))]
+    fn set_fast(&self, handler: Option<Py<PyAny>>, timeout_s: f64, limit: usize, spread: bool) {
         let on = handler.is_some();
         *lock(&self.handler) = handler.map(Arc::new);
         self.set_timeout(timeout_s);
         self.limit.store(limit, Ordering::SeqCst);
+        self.spread.store(spread, Ordering::SeqCst);
         self.fast.store(on, Ordering::SeqCst);
     }
 
@@ -246,6 +288,12 @@ impl PyMpiExchange {
             self.stats[0].load(Ordering::SeqCst),
             self.stats[1].load(Ordering::SeqCst),
         )
+    }
+
+    /// Of [`stats`](Self::stats), the two-phase ones (headers and data natively).
+    #[getter]
+    fn two_phase_done(&self) -> u64 {
+        self.stats[2].load(Ordering::SeqCst)
     }
 
     /// Whether the one-call path is on.
@@ -279,8 +327,12 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// `mpi` backend's one-phase path in a group of `n` with `limit` bytes per peer: the
 /// native rule (`collective::mpi::one_phase`). Unknown codes: False (the two-phase path).
 #[pyfunction]
-fn _mpi_one_phase(kind: u32, dtype: u32, count: u64, n: usize, limit: usize) -> bool {
-    let (Some(kind), Some(dtype)) = (CollKind::from_u32(kind), HcclDataType::from_u32(dtype)) else {
+fn _mpi_one_phase(kind: u32, dtype: u32, count: u64, op: u32, n: usize, limit: usize, spread: bool) -> bool {
+    let (Some(kind), Some(dtype), Some(op)) = (
+        CollKind::from_u32(kind),
+        HcclDataType::from_u32(dtype),
+        ReduceOp::from_u32(op),
+    ) else {
         return false;
     };
     let call = Call {
@@ -288,11 +340,34 @@ fn _mpi_one_phase(kind: u32, dtype: u32, count: u64, n: usize, limit: usize) -> 
         seq: 0,
         dtype,
         count,
-        op: ReduceOp::Sum,
+        op,
         root: 0,
         eager: true,
     };
-    npurt_core::collective::mpi::one_phase(&call, n, limit)
+    npurt_core::collective::mpi::one_phase(&call, n, limit, spread)
+}
+
+/// Whether a two-phase collective's data phase runs natively (`collective::mpi::
+/// native_data`: header fields and the group size only). Unknown codes: False.
+#[pyfunction]
+fn _mpi_native_data(kind: u32, dtype: u32, count: u64, op: u32, root: u32, n: usize) -> bool {
+    let (Some(kind), Some(dtype), Some(op)) = (
+        CollKind::from_u32(kind),
+        HcclDataType::from_u32(dtype),
+        ReduceOp::from_u32(op),
+    ) else {
+        return false;
+    };
+    let call = Call {
+        kind,
+        seq: 0,
+        dtype,
+        count,
+        op,
+        root,
+        eager: false,
+    };
+    npurt_core::collective::mpi::native_data(&call, n)
 }
 
 /// Bytes of each per-peer receive row of an `n`-rank group (`collective::mpi::inbox_bytes`).
@@ -307,5 +382,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_MPI_MAX_EAGER", npurt_core::collective::mpi::MAX_EAGER)?;
     m.add("_MPI_MAX_RANKS", npurt_core::collective::mpi::MAX_RANKS)?;
     m.add_function(wrap_pyfunction!(_mpi_inbox_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(_mpi_native_data, m)?)?;
+    m.add("_MPI_P2P_GATHER_MAX", npurt_core::collective::mpi::P2P_GATHER_MAX)?;
     Ok(())
 }

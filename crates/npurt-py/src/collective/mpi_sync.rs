@@ -23,8 +23,11 @@ impl PyMpiExchange {
     /// one-phase path with no Python in between: the checks and stream ordering of
     /// `_Comm.run_sync`, the collective number, then the exchange as a host task on the
     /// communication stream (this thread runs it when that stream is idle, GIL released).
+    /// Calls above the one-phase limit whose data phase runs natively too
+    /// (`collective::mpi::native_data`) take this path as two-phase calls: the headers,
+    /// then the data on the data communicator, in the same host task.
     /// False (nothing done) when the general path must take the call: the path off (group
-    /// failed, a rank left, closed), a call the checks or the one-phase limit refuse, or
+    /// failed, a rank left, closed), a call the checks or both native rules refuse, or
     /// shapes the general path reports as errors.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn one_call(
@@ -66,8 +69,12 @@ impl PyMpiExchange {
             eager: true,
         };
         // the one rule of which calls take the one-phase path (`_mpi_small.eligible` asks it too)
-        if !npurt_core::collective::mpi::one_phase(&call, n, self.limit.load(Ordering::SeqCst)) {
-            return Ok(false);
+        let (limit, spread) = (self.limit.load(Ordering::SeqCst), self.spread.load(Ordering::SeqCst));
+        if !npurt_core::collective::mpi::one_phase(&call, n, limit, spread) {
+            call.eager = false;
+            if !npurt_core::collective::mpi::native_data(&call, n) {
+                return Ok(false);
+            }
         }
         let handler = match lock(&self.handler).clone() {
             Some(h) => h,
@@ -93,7 +100,8 @@ impl PyMpiExchange {
             Some(o) => Region::of(o.buffer(), o.offset(), o.tensor().nbytes()),
             None => send.clone(),
         };
-        let src = if c.kind == CollKind::Broadcast {
+        // one-phase: the payload (broadcast: the root's buffer); two-phase: the input
+        let src = if c.kind == CollKind::Broadcast && call.eager {
             recv.clone()
         } else {
             send.clone()
@@ -138,7 +146,7 @@ impl PyMpiExchange {
 struct Job {
     ran: Arc<AtomicBool>,
     caller: std::thread::ThreadId,
-    stats: Arc<[AtomicU64; 2]>,
+    stats: Arc<[AtomicU64; 3]>,
     x: Arc<Mutex<Exchange>>,
     fast: Arc<AtomicBool>,
     notice: Arc<AtomicUsize>,
@@ -159,18 +167,20 @@ impl Job {
         // 5: not started (the group failed or a rank left since: Python decides)
         let (st, info) = if self.fast.load(Ordering::SeqCst) {
             let mut x = lock(&self.x);
-            let o = x.run(
-                self.call,
-                Some(&self.src),
-                Some(self.recv.clone()),
-                end,
-                self.notice.load(Ordering::SeqCst),
-                &mut signal_pending,
-            );
+            let notice = self.notice.load(Ordering::SeqCst);
+            let (send, recv) = (self.src.clone(), self.recv.clone());
+            let o = if self.call.eager {
+                x.run(self.call, Some(&send), Some(recv), end, notice, &mut signal_pending)
+            } else {
+                x.run_two_phase(self.call, Some(send), Some(recv), end, notice, &mut signal_pending)
+            };
             match o {
                 Outcome::Done => {
                     let queued = std::thread::current().id() != self.caller;
                     self.stats[queued as usize].fetch_add(1, Ordering::SeqCst);
+                    if !self.call.eager {
+                        self.stats[2].fetch_add(1, Ordering::SeqCst);
+                    }
                     return Ok(());
                 }
                 Outcome::Timeout(m) => (1, Info::Ranks(m)),

@@ -1,11 +1,12 @@
 //! One rank's side of the `mpi` backend's first exchange (every collective's headers; the
-//! whole collective on the one-phase path) in native code: per-peer persistent receives
-//! into this object's inbox rows, one `MPI_Isend` per peer, a poll loop with a deadline
-//! that also watches the abort-notice receive, the header check and the local completion.
+//! whole collective on the one-phase path; then a two-phase call's data: `data.rs`):
+//! persistent receives into inbox rows, one `MPI_Isend` per peer, a poll loop with a
+//! deadline that also watches the abort notice, the header check, the local completion.
 //! Anything unusual is an [`Outcome`] the Python side turns into its usual error.
 
 use super::super::types::Region;
-use super::ffi::{Handles, MpiLib};
+use super::data::DataPhase;
+use super::ffi::{DataHandles, Handles, MpiLib};
 use super::plan::{self, Call, Msg};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
@@ -13,13 +14,17 @@ use std::time::{Duration, Instant};
 
 /// Polls yield the core between them for this long after the hot window (`_SPIN_S`), then sleep.
 const SPIN: Duration = Duration::from_millis(2);
+/// The data phase (every rank arrived) yields this long before sleeping (`_DATA_SPIN_S`):
+/// MPI's non-blocking collectives progress only inside MPI calls.
+const DATA_SPIN: Duration = Duration::from_millis(50);
 
 /// How an exchange ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Every message came, the headers agree, the collective is complete.
     Done,
-    /// The deadline passed; the peers (group ranks) whose message has not come.
+    /// The deadline passed; the peers (group ranks) whose message has not come (none: the
+    /// data phase stalled after every rank arrived).
     Timeout(Vec<u32>),
     /// Every message came but the headers differ ([`Exchange::headers`] has them).
     Desync,
@@ -38,8 +43,8 @@ pub struct Exchange {
     lib: Arc<MpiLib>,
     h: Handles,
     tag: c_int,
-    rank: usize,
-    n: usize,
+    pub(super) rank: usize,
+    pub(super) n: usize,
     row: usize,
     hot: Duration,
     inbox: Vec<u8>,
@@ -49,17 +54,19 @@ pub struct Exchange {
     indices: Vec<c_int>,
     got: Vec<bool>,
     left: usize,
-    active: bool,
-    closed: bool,
+    pub(super) active: bool,
+    pub(super) closed: bool,
     call: Option<(Call, Option<Region>)>,
+    /// The two-phase call's buffers, for its data phase once the headers agree.
+    pub(super) planned: Option<(Option<Region>, Option<Region>)>,
+    pub(super) dh: Option<DataHandles>,
+    data: DataPhase,
+    in_data: bool,
 }
 
-fn check(code: c_int) -> Result<(), i32> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(code)
-    }
+/// An MPI return code as a Result (0: `MPI_SUCCESS`).
+pub(super) fn check(code: c_int) -> Result<(), i32> {
+    (code == 0).then_some(()).ok_or(code)
 }
 
 impl Exchange {
@@ -95,6 +102,10 @@ impl Exchange {
             active: false,
             closed: false,
             call: None,
+            planned: None,
+            dh: None,
+            data: DataPhase::new(n, &h),
+            in_data: false,
         };
         for (i, p) in (0..n).filter(|&p| p != rank).enumerate() {
             let buf = x.inbox[p * row..].as_mut_ptr().cast::<c_void>();
@@ -122,6 +133,21 @@ impl Exchange {
     /// (broadcast: the root's buffer), `recv`: the output, completed on `Done`; `notice`:
     /// the abort-notice receive's handle (0: none); `interrupt`: called between sleeps.
     pub fn run(
+        &mut self,
+        call: Call,
+        send: Option<&Region>,
+        recv: Option<Region>,
+        deadline: Instant,
+        notice: usize,
+        interrupt: &mut dyn FnMut() -> bool,
+    ) -> Outcome {
+        if !self.active {
+            self.planned = None;
+        }
+        self.start(call, send, recv, deadline, notice, interrupt)
+    }
+
+    pub(super) fn start(
         &mut self,
         call: Call,
         send: Option<&Region>,
@@ -195,18 +221,30 @@ impl Exchange {
     }
 
     /// Polls the started exchange until every message came (then checks the headers and
-    /// completes the collective), `deadline` passes or the notice receive completed: back
-    /// to back for the hot window, then yielding the core until [`SPIN`], then sleeping
+    /// completes the collective, or posts its data phase and polls that), `deadline`
+    /// passes or the notice receive completed: back to back for the hot window, then
+    /// yielding the core until [`SPIN`] ([`DATA_SPIN`] in the data phase), then sleeping
     /// (20 µs doubling to 1 ms).
     pub fn resume(&mut self, deadline: Instant, notice: usize, interrupt: &mut dyn FnMut() -> bool) -> Outcome {
         if !self.active {
             return Outcome::Mpi(-2);
         }
-        let t0 = Instant::now();
+        let mut t0 = Instant::now();
         let mut pause = Duration::ZERO;
+        let mut spin = if self.in_data { DATA_SPIN } else { SPIN };
         let nreq = 2 * (self.n - 1);
         loop {
-            if self.left > 0 {
+            if self.in_data {
+                match self.data.poll(&self.lib, &self.h) {
+                    Err(e) => return Outcome::Mpi(e),
+                    Ok(true) => {
+                        self.in_data = false;
+                        self.active = false;
+                        return Outcome::Done;
+                    }
+                    Ok(false) => {}
+                }
+            } else if self.left > 0 {
                 let mut out: c_int = 0;
                 let r0 = self.req(0);
                 // SAFETY: `nreq` request slots (active, inactive persistent or null), as
@@ -248,8 +286,14 @@ impl Exchange {
                     return Outcome::Notice;
                 }
             }
-            if self.left == 0 {
-                return self.complete();
+            if !self.in_data && self.left == 0 {
+                match self.complete() {
+                    Some(o) => return o,
+                    None => {
+                        (t0, pause, spin) = (Instant::now(), Duration::ZERO, DATA_SPIN);
+                        continue;
+                    }
+                }
             }
             let now = Instant::now();
             if now >= deadline {
@@ -259,7 +303,7 @@ impl Exchange {
             if e < self.hot {
                 continue;
             }
-            if e < SPIN {
+            if e < spin {
                 std::thread::yield_now();
             } else {
                 if interrupt() {
@@ -273,12 +317,23 @@ impl Exchange {
         }
     }
 
-    fn complete(&mut self) -> Outcome {
-        self.active = false;
+    /// The headers came: the outcome, or None once the data phase was posted.
+    fn complete(&mut self) -> Option<Outcome> {
         let (call, recv) = self.call.take().expect("a started call");
         if !plan::headers_agree(self.n, &self.inbox, self.row) {
-            return Outcome::Desync;
+            self.active = false;
+            self.planned = None;
+            return Some(Outcome::Desync);
         }
+        if let Some(bufs) = self.planned.take() {
+            let dh = self.dh.expect("run_two_phase checked it");
+            if let Err(e) = self.data.post(&self.lib, &self.h, &dh, &call, self.rank, self.n, bufs) {
+                return Some(Outcome::Mpi(e));
+            }
+            self.in_data = true;
+            return None;
+        }
+        self.active = false;
         if call.eager {
             let out: &mut [u8] = match &recv {
                 // SAFETY: the receive Region is `len` writable bytes kept alive by its
@@ -289,7 +344,7 @@ impl Exchange {
             };
             plan::finish(&call, self.rank, self.n, &self.inbox, self.row, out);
         }
-        Outcome::Done
+        Some(Outcome::Done)
     }
 
     /// The peers whose message has not come (in the pending exchange).
@@ -336,6 +391,8 @@ impl Drop for Exchange {
             std::mem::forget(std::mem::take(&mut self.outbox));
             std::mem::forget(std::mem::take(&mut self.reqs));
             std::mem::forget(std::mem::take(&mut self.statuses));
+            std::mem::forget(std::mem::replace(&mut self.data, DataPhase::new(2, &self.h)));
+            std::mem::forget(self.planned.take());
         }
     }
 }

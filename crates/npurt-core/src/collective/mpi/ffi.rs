@@ -14,6 +14,14 @@ type Startall = unsafe extern "C" fn(c_int, *mut c_void) -> c_int;
 type Testsome = unsafe extern "C" fn(c_int, *mut c_void, *mut c_int, *mut c_int, *mut c_void) -> c_int;
 type GetStatus = unsafe extern "C" fn(usize, *mut c_int, *mut c_void) -> c_int;
 type RequestFree = unsafe extern "C" fn(*mut c_void) -> c_int;
+// the data phase's (`data.rs`): datatypes, ops and communicators are handles (`usize`)
+type Ibarrier = unsafe extern "C" fn(usize, *mut c_void) -> c_int;
+type Ibcast = unsafe extern "C" fn(*mut c_void, c_int, usize, c_int, usize, *mut c_void) -> c_int;
+type IallToAll =
+    unsafe extern "C" fn(*const c_void, c_int, usize, *mut c_void, c_int, usize, usize, *mut c_void) -> c_int;
+type Iallreduce = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, usize, usize, usize, *mut c_void) -> c_int;
+type Ireduce =
+    unsafe extern "C" fn(*const c_void, *mut c_void, c_int, usize, usize, c_int, usize, *mut c_void) -> c_int;
 
 /// The resolved functions (plain C function pointers into the loaded `libmpi`).
 pub struct MpiLib {
@@ -23,6 +31,16 @@ pub struct MpiLib {
     pub(super) testsome: Testsome,
     pub(super) request_get_status: GetStatus,
     pub(super) request_free: RequestFree,
+    pub(super) irecv: RecvInit,
+    pub(super) ibarrier: Ibarrier,
+    pub(super) ibcast: Ibcast,
+    pub(super) iallgather: IallToAll,
+    pub(super) ialltoall: IallToAll,
+    pub(super) iallreduce: Iallreduce,
+    pub(super) ireduce: Ireduce,
+    /// `MPI_Ireduce_scatter_block(send, recv, recvcount, datatype, op, comm, req)`: the
+    /// same C signature as `MPI_Iallreduce`.
+    pub(super) ireduce_scatter_block: Iallreduce,
 }
 
 /// The path of the `libmpi` shared object mapped into this process (`/proc/self/maps`),
@@ -88,6 +106,16 @@ impl MpiLib {
                 testsome: std::mem::transmute::<*mut c_void, Testsome>(sym("MPI_Testsome")?),
                 request_get_status: std::mem::transmute::<*mut c_void, GetStatus>(sym("MPI_Request_get_status")?),
                 request_free: std::mem::transmute::<*mut c_void, RequestFree>(sym("MPI_Request_free")?),
+                irecv: std::mem::transmute::<*mut c_void, RecvInit>(sym("MPI_Irecv")?),
+                ibarrier: std::mem::transmute::<*mut c_void, Ibarrier>(sym("MPI_Ibarrier")?),
+                ibcast: std::mem::transmute::<*mut c_void, Ibcast>(sym("MPI_Ibcast")?),
+                iallgather: std::mem::transmute::<*mut c_void, IallToAll>(sym("MPI_Iallgather")?),
+                ialltoall: std::mem::transmute::<*mut c_void, IallToAll>(sym("MPI_Ialltoall")?),
+                iallreduce: std::mem::transmute::<*mut c_void, Iallreduce>(sym("MPI_Iallreduce")?),
+                ireduce: std::mem::transmute::<*mut c_void, Ireduce>(sym("MPI_Ireduce")?),
+                ireduce_scatter_block: std::mem::transmute::<*mut c_void, Iallreduce>(sym(
+                    "MPI_Ireduce_scatter_block",
+                )?),
             })
         }
     }
@@ -98,9 +126,24 @@ impl MpiLib {
 /// (`MPI._sizeof`) and `MPI_UNDEFINED`.
 #[derive(Clone, Copy, Debug)]
 pub struct Handles {
+    /// The control communicator (headers; the one-phase path's messages).
     pub comm: usize,
     pub byte: usize,
     pub request_size: usize,
     pub status_size: usize,
     pub undefined: i32,
+}
+
+/// What the data phase (`data.rs`) needs besides [`Handles`]: the data communicator, the
+/// value of `MPI_IN_PLACE`, the MPI datatype of each HCCL data type (indexed by its code;
+/// 0: MPI has none, as for float16 / bfloat16) and the ops sum, prod, max, min.
+#[derive(Clone, Copy, Debug)]
+pub struct DataHandles {
+    pub comm: usize,
+    pub in_place: usize,
+    pub dtypes: [usize; 12],
+    pub ops: [usize; 4],
+    /// all_gather is one receive and one send per peer in groups of up to this many ranks
+    /// (`data::P2P_GATHER_MAX` unless a test lowers it), else `MPI_Iallgather`.
+    pub p2p_gather_max: usize,
 }

@@ -15,11 +15,35 @@ pub const MAX_EAGER: usize = 64 * 1024;
 pub const MAX_RANKS: usize = 16;
 
 /// Whether `c` takes the one-phase path in a group of `n` ranks with a limit of `limit`
-/// payload bytes per peer (capped at [`MAX_EAGER`]): only header fields, the group size
-/// and the limit decide, so ranks whose headers agree take the same path. The one rule
-/// both the blocking one-call path and `_mpi_small.eligible` ask.
-pub fn one_phase(c: &Call, n: usize, limit: usize) -> bool {
-    collective(c.kind) && (2..=MAX_RANKS).contains(&n) && limit > 0 && c.peer_bytes(n) <= limit.min(MAX_EAGER)
+/// payload bytes per peer (capped at [`MAX_EAGER`], and at [`two_phase_from`] when the
+/// data phase runs natively and `spread`: every rank of the group has a core of its own):
+/// only header fields and group-wide settings decide, so ranks whose headers agree take
+/// the same path. The one rule both the blocking one-call path and `_mpi_small.eligible`
+/// ask. (With more ranks than cores each extra round of headers waits for a context
+/// switch: 4 ranks on 2 cores, broadcast 64 KiB took 24 us in two phases against 20.5.)
+pub fn one_phase(c: &Call, n: usize, limit: usize, spread: bool) -> bool {
+    let cap = if spread && super::data::native_data(c, n) {
+        two_phase_from(c.kind)
+    } else {
+        MAX_EAGER
+    };
+    collective(c.kind) && (2..=MAX_RANKS).contains(&n) && limit > 0 && c.peer_bytes(n) <= limit.min(cap)
+}
+
+/// Payload bytes per peer up to which the one-phase path beats a two-phase call whose data
+/// phase runs natively (`data.rs`): the one-phase path copies every part twice (into the
+/// message, out of the inbox), the two-phase one moves it once after one more round of
+/// headers. Measured on 2 ranks, per kind (docs/BENCH.md, "The `mpi` backend's data phase
+/// in native code"): all_gather is faster in two phases from 16 KiB per peer (3.8 against
+/// 4.7 us), all_to_all from 32 KiB, broadcast and all_reduce from 64 KiB; reduce_scatter's
+/// `MPI_Ireduce_scatter_block` stays slower than the one-phase fold up to the 64 KiB limit.
+fn two_phase_from(k: CollKind) -> usize {
+    match k {
+        CollKind::AllGather => 8 << 10,
+        CollKind::AllToAll => 16 << 10,
+        CollKind::Broadcast | CollKind::AllReduce => 32 << 10,
+        _ => MAX_EAGER,
+    }
 }
 
 /// Bytes of each per-peer receive row of a group of `n`: room for any header plus the

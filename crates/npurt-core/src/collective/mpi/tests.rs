@@ -196,20 +196,44 @@ fn differing_headers_are_seen() {
 #[test]
 fn which_calls_take_the_one_phase_path() {
     let f32s = |kind, count| call(kind, HcclDataType::Fp32, count, ReduceOp::Sum, 0);
+    let f16 = |count| call(CollKind::AllReduce, HcclDataType::Fp16, count, ReduceOp::Sum, 0);
+    let avg = |count| call(CollKind::AllReduce, HcclDataType::Fp32, count, ReduceOp::Avg, 0);
     let lim = MAX_EAGER;
-    assert!(one_phase(&f32s(CollKind::AllReduce, lim as u64 / 4), 4, lim));
-    assert!(!one_phase(&f32s(CollKind::AllReduce, lim as u64 / 4 + 1), 4, lim));
+    // up to the limit when the data phase would not run natively (float16, AVG)...
+    assert!(one_phase(&f16(lim as u64 / 2), 4, lim, true));
+    assert!(!one_phase(&f16(lim as u64 / 2 + 1), 4, lim, true));
+    assert!(one_phase(&avg(lim as u64 / 4), 4, lim, true));
+    // ...else up to the size where two phases win, per kind (bytes per peer)
+    for (kind, from) in [
+        (CollKind::AllReduce, 32 << 10),
+        (CollKind::Broadcast, 32 << 10),
+        (CollKind::AllGather, 8 << 10),
+    ] {
+        assert!(one_phase(&f32s(kind, from as u64 / 4), 4, lim, true), "{kind:?}");
+        assert!(!one_phase(&f32s(kind, from as u64 / 4 + 1), 4, lim, true), "{kind:?}");
+    }
+    // ...but to the limit when ranks share cores (each extra round waits for a context switch)
+    assert!(one_phase(&f32s(CollKind::AllGather, lim as u64 / 4), 4, lim, false));
+    assert!(!one_phase(
+        &f32s(CollKind::AllGather, lim as u64 / 4 + 1),
+        4,
+        lim,
+        false
+    ));
     // per-peer chunks: the input may be n times larger
-    assert!(one_phase(&f32s(CollKind::ReduceScatter, lim as u64), 4, lim));
-    assert!(!one_phase(&f32s(CollKind::AllToAll, lim as u64 + 4), 4, lim));
-    assert!(one_phase(&f32s(CollKind::Barrier, 0), 4, lim));
+    assert!(one_phase(&f32s(CollKind::ReduceScatter, lim as u64), 4, lim, true));
+    assert!(!one_phase(&f32s(CollKind::ReduceScatter, lim as u64 + 4), 4, lim, true));
+    assert!(one_phase(&f32s(CollKind::AllToAll, 16 << 10), 4, lim, true));
+    assert!(!one_phase(&f32s(CollKind::AllToAll, (16 << 10) + 4), 4, lim, true));
+    assert!(one_phase(&f32s(CollKind::Barrier, 0), 4, lim, true));
     // point-to-point calls never take it
-    assert!(!one_phase(&f32s(CollKind::Send, 1), 4, lim) && !one_phase(&f32s(CollKind::Recv, 1), 4, lim));
+    assert!(!one_phase(&f32s(CollKind::Send, 1), 4, lim, true));
+    assert!(!one_phase(&f32s(CollKind::Recv, 1), 4, lim, true));
     // a group of one, a group too large, the path off, a limit above the rows' size
-    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), 1, lim));
-    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), MAX_RANKS + 1, lim));
-    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), 4, 0));
-    assert!(!one_phase(&f32s(CollKind::AllReduce, lim as u64 / 4 + 1), 4, 10 * lim));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), 1, lim, true));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), MAX_RANKS + 1, lim, true));
+    assert!(!one_phase(&f32s(CollKind::AllReduce, 1), 4, 0, true));
+    assert!(!one_phase(&f16(lim as u64 / 2 + 1), 4, 10 * lim, true));
     assert_eq!(inbox_bytes(4), HEADER_BYTES + MAX_EAGER);
     assert_eq!(inbox_bytes(MAX_RANKS + 1), HEADER_BYTES);
     assert_eq!(inbox_bytes(1), HEADER_BYTES);
