@@ -17,8 +17,7 @@
 //! all_to_all or reduce_scatter a rank stages only the sub-pieces its peers need and reads
 //! its own from its send buffer (unless the buffers overlap); copies into receive buffers
 //! adding up to [`STREAM_BYTES`] over the group use non-temporal stores ([`copy_out`]). A broadcast is a
-//! pipeline through the two halves of the root's slot: the root stages the next piece
-//! while the others copy out the last one, one barrier a step.
+//! ring of fragments in the root's slot (`bcast.rs`).
 //!
 //! **send / recv** ([`p2p`]) use the pair mailboxes of the board. The k-th chunk from
 //! `src` to `dst`: the sender fills in the mailbox (descriptor, and the data's address for
@@ -209,25 +208,7 @@ pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: 
                 rv.barrier()?;
             }
         }
-        CollKind::Broadcast => {
-            // Pipelined through the two halves of the root's slot: at step k the root
-            // stages piece k in half k % 2 while the others copy piece k - 1 out of the
-            // other half; one barrier a step (pieces + 1 in all, the last the closing one).
-            let half = (c.slot_bytes / 2 / e).max(1);
-            let buf = |k: usize| slot(d.root) + (k % 2) * half * e;
-            let piece = |k: usize| (k * half, half.min(count - k * half));
-            let pieces = count.div_ceil(half);
-            for k in 0..=pieces {
-                if me == d.root && k < pieces {
-                    let (p, len) = piece(k);
-                    unsafe { copy(buf(k), send + p * e, len * e) };
-                } else if me != d.root && k > 0 {
-                    let (p, len) = piece(k - 1);
-                    unsafe { copy_out(recv + p * e, buf(k - 1), len * e, out) };
-                }
-                rv.barrier()?;
-            }
-        }
+        CollKind::Broadcast => super::bcast::ring(rv, (slot(d.root), c.slot_bytes, c.fragment_bytes), send, recv, out)?,
         CollKind::AllGather => {
             for p in (0..count).step_by(per_slot) {
                 let len = per_slot.min(count - p);

@@ -54,6 +54,8 @@ pub(crate) struct Header {
     /// Send bytes up to which collectives take the eager path, for the whole group (set
     /// by the rank that creates the block, read by the others: every rank must agree).
     pub(crate) eager_limit: AtomicU32,
+    /// Bytes of a broadcast's ring fragment (`bcast.rs`), set with the slot size.
+    pub(crate) fragment_bytes: AtomicU32,
     abort: AtomicU64,
     abort_kind: AtomicU32,
     abort_rank: AtomicU32,
@@ -331,6 +333,7 @@ impl Board {
             slot_bytes: z64(),
             joined: z32(),
             eager_limit: z32(),
+            fragment_bytes: z32(),
             abort: AtomicU64::new(AB_NONE),
             abort_kind: z32(),
             abort_rank: z32(),

@@ -53,6 +53,7 @@ pub(crate) enum Backing {
 pub(crate) struct Areas {
     pub(crate) slots: usize,
     pub(crate) slot_bytes: usize,
+    pub(crate) fragment_bytes: usize,
     pub(crate) eager: usize,
 }
 
@@ -82,6 +83,8 @@ pub(crate) struct CommInner {
     /// `shm`: the slot area (address of slot 0) and the bytes per slot.
     pub(crate) slots: usize,
     pub(crate) slot_bytes: usize,
+    /// A broadcast's ring fragment (`bcast.rs`; `shm::default_fragment_bytes`).
+    pub(crate) fragment_bytes: usize,
     /// The eager areas (address of rank 0's; [`super::eager`]), in the board's memory, and
     /// the group's eager limit (read from the board once).
     pub(crate) eager: usize,
@@ -124,6 +127,7 @@ impl Communicator {
             board,
             slots: areas.slots,
             slot_bytes: areas.slot_bytes,
+            fragment_bytes: areas.fragment_bytes,
             eager: areas.eager,
             eager_limit,
             _backing: backing,

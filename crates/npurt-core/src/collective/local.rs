@@ -63,6 +63,7 @@ fn comm_on(block: &Arc<Box<[AtomicU64]>>, rank: u32, world: u32, timeout: Durati
         Areas {
             slots: 0,
             slot_bytes: 0,
+            fragment_bytes: 0,
             eager,
         },
         timeout,

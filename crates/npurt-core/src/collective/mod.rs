@@ -27,6 +27,7 @@
 //!   first) aborts the group, so the other ranks get an error instead of waiting for it.
 
 mod algo;
+mod bcast;
 mod board;
 mod comm;
 mod eager;

@@ -158,6 +158,20 @@ impl Rendezvous<'_> {
         self.arrived();
     }
 
+    /// Advances this rank's phase without waiting (a step of a pipeline whose ranks wait
+    /// on each other's phases with [`wait_phase`](Self::wait_phase)).
+    pub(crate) fn advance(&mut self) {
+        *self.phase += 1;
+        self.board.publish_phase(self.me, *self.phase);
+    }
+
+    /// Waits until every rank `r` with `of(r)` reached phase `target`.
+    pub(crate) fn wait_phase(&self, of: &dyn Fn(u32) -> bool, target: u64) -> CResult<()> {
+        let world = self.board.world();
+        let at = |r: u32| !of(r) || self.board.rank(r).phase.load(Acquire) >= target;
+        self.wait_for(&|| (0..world).all(at), &|| (0..world).filter(|&r| !at(r)).collect())
+    }
+
     /// Advances this rank's phase and waits until every rank reached it.
     pub(crate) fn barrier(&mut self) -> CResult<()> {
         *self.phase += 1;

@@ -43,6 +43,26 @@ pub fn default_slot_bytes(l2: Option<usize>, world: u32, cpus: usize) -> usize {
     }
 }
 
+/// Bytes of a broadcast's ring fragment (`bcast.rs`) in a `world`-rank group with slots of
+/// `slot` bytes on a host with `cpus` cores: 32 KiB (a piece that stays in the L1 between
+/// the root's copy in and the readers' copy out; 2 ranks on 2 Zen 5 cores, 1 MiB: 8 KiB
+/// 24-25 µs, 16 KiB 21.5-49, 32 KiB 19.7-38, 64 KiB 37-38, the former two-half pipeline
+/// 36-42) when every rank has a core, else half a slot: with more ranks than cores every
+/// hand-off of a fragment may wait for a context switch (4 ranks on 2 cores, 32 KiB
+/// fragments: 4 MiB 290 -> 684 µs). docs/BENCH.md, "The `shm` broadcast as a ring".
+pub fn default_fragment_bytes(world: u32, cpus: usize, slot: usize) -> usize {
+    let f = if world as usize > cpus.max(1) {
+        slot / 2
+    } else {
+        32 << 10
+    };
+    f.clamp(64, slot.max(64)).div_ceil(64) * 64
+}
+
+/// Environment variable: a broadcast's ring fragment in bytes (default:
+/// [`default_fragment_bytes`]; rank 0 decides, as for the slot).
+pub const FRAGMENT_ENV: &str = "NPURT_SHM_FRAGMENT_BYTES";
+
 /// This CPU's L2 cache bytes per core (`sysconf(_SC_LEVEL2_CACHE_SIZE)`), if it says.
 fn l2_bytes() -> Option<usize> {
     // SAFETY: sysconf only reads a configuration value.
@@ -65,7 +85,7 @@ fn err(reason: impl Into<String>) -> CollectiveError {
     CollectiveError::internal("init_process_group(shm)", reason)
 }
 
-fn attach(buf: DeviceBuffer, rank: u32, world: u32, slot: usize, timeout: Duration) -> Communicator {
+fn attach(buf: DeviceBuffer, rank: u32, world: u32, slot: usize, fragment: usize, timeout: Duration) -> Communicator {
     // SAFETY: the buffer is at least `segment_bytes(world, slot)` bytes (checked by the
     // callers), 512-aligned, and kept alive by the communicator (Backing::Shm).
     let board = unsafe { Board::new(buf.addr() as *const u8, world) };
@@ -80,6 +100,7 @@ fn attach(buf: DeviceBuffer, rank: u32, world: u32, slot: usize, timeout: Durati
         Areas {
             slots,
             slot_bytes: slot,
+            fragment_bytes: fragment,
             eager,
         },
         timeout,
@@ -107,6 +128,11 @@ pub fn create(
         )));
     }
     let slot = slot_bytes(slot, world);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let fragment = std::env::var(FRAGMENT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or_else(|| default_fragment_bytes(world, cpus, slot), |f| f.clamp(64, slot));
     let total = segment_bytes(world, slot);
     let buf = malloc_on_ex(mem, total, PagePolicy::HugeFirst, Some(true))?;
     // SAFETY: the buffer was just allocated with `total >= Board::bytes(world)` bytes and
@@ -123,10 +149,11 @@ pub fn create(
         let h = board.header();
         h.world.store(world, Relaxed);
         h.slot_bytes.store(slot as u64, Relaxed);
+        h.fragment_bytes.store(fragment as u32, Relaxed);
         h.eager_limit.store(eager::limit_from_env(), Relaxed);
         h.magic.store(MAGIC, Release);
     }
-    Ok((attach(buf, 0, world, slot, timeout), key))
+    Ok((attach(buf, 0, world, slot, fragment, timeout), key))
 }
 
 /// Joins the group whose segment rank 0 exported as `key`, as `rank` of `world`.
@@ -165,13 +192,14 @@ pub fn join(
         .into());
     }
     let slot = h.slot_bytes.load(Relaxed) as usize;
+    let fragment = (h.fragment_bytes.load(Relaxed) as usize).clamp(64, slot.max(64));
     if buf.nbytes() < segment_bytes(world, slot) {
         return Err(err("the segment is smaller than its slots").into());
     }
     if board.rank(rank).state.load(Acquire) != super::board::ST_EMPTY {
         return Err(err(format!("rank {rank} already joined this group")).into());
     }
-    Ok(attach(buf, rank, world, slot, timeout))
+    Ok(attach(buf, rank, world, slot, fragment, timeout))
 }
 
 #[cfg(test)]
@@ -190,6 +218,11 @@ mod tests {
         // more ranks than cores: fewer, larger pieces
         assert_eq!(default_slot_bytes(Some(mib), 4, 2), 2 * mib);
         assert_eq!(default_slot_bytes(None, 3, 0), 2 * mib);
+        // a broadcast's fragment: 32 KiB with a core per rank, half a slot without
+        assert_eq!(default_fragment_bytes(2, 2, 512 << 10), 32 << 10);
+        assert_eq!(default_fragment_bytes(4, 2, 2 * mib), mib);
+        assert_eq!(default_fragment_bytes(2, 8, 16384), 16384); // never above the slot
+        assert_eq!(default_fragment_bytes(2, 2, 4096), 4096);
         // an explicit size wins, rounded up to 64 and kept in range
         assert_eq!(slot_bytes(Some(100_000), 2), 100_032);
         assert_eq!(slot_bytes(Some(1), 2), MIN_SLOT_BYTES);
