@@ -10,6 +10,7 @@
 
 mod engine;
 pub(crate) mod extwait;
+mod held;
 mod job;
 mod notifier;
 mod start;

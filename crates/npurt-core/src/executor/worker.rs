@@ -1,6 +1,7 @@
 //! One AI-Core worker: claims blocks of published jobs, drains ready streams, and otherwise
 //! searches briefly and then parks.
 
+use super::held::{Held, QUICK_BATCHES, SPILL, TINY};
 use super::job::{run_block, Job, JobTurn};
 use super::start::exec_other;
 use super::Scheduler;
@@ -23,6 +24,8 @@ const LINGER: u32 = 256;
 enum Work {
     Job(Arc<Job>),
     Stream(Arc<StreamInner>),
+    /// A stream this worker held (`held.rs`) that has work again.
+    Held(Arc<StreamInner>),
 }
 
 struct Worker {
@@ -34,6 +37,18 @@ struct Worker {
     searching: bool,
     /// Nanoseconds spent in `run` (published to `dev.busy[core]`).
     busy: u64,
+    /// Emptied streams this worker still owns (`held.rs`).
+    held: Held,
+}
+
+/// How a linger on an emptied stream ended.
+enum Linger {
+    /// Its queue has work again.
+    More,
+    /// Other work came (a ready stream, a job, a held stream's task): keep this one.
+    Switch,
+    /// Nothing came.
+    Nothing,
 }
 
 pub(super) fn run(dev: Arc<Scheduler>, core: usize) {
@@ -45,18 +60,22 @@ pub(super) fn run(dev: Arc<Scheduler>, core: usize) {
         picks: 0,
         searching: false,
         busy: 0,
+        held: Held::default(),
     };
     w.main_loop();
 }
 
 impl Worker {
     /// The next work: a published job's blocks first (a multi-block launch gets every
-    /// idle core), else a ready stream.
+    /// idle core), else a ready stream, else a held one with work.
     fn find(&mut self) -> Option<Work> {
         if let Some(j) = self.dev.current_job() {
             return Some(Work::Job(j));
         }
-        self.dev.pop_ready(&mut self.picks).map(Work::Stream)
+        if let Some(s) = self.dev.pop_ready(&mut self.picks) {
+            return Some(Work::Stream(s));
+        }
+        self.held.take_ready().map(Work::Held)
     }
 
     /// Becomes a searcher if the notifier allows one more (true if this worker is one).
@@ -81,6 +100,11 @@ impl Worker {
             if let Some(work) = self.find() {
                 self.finish_search();
                 self.run(work);
+                continue;
+            }
+            // Nothing anywhere: give the held streams up (a push may have come meanwhile:
+            // then look again) before searching or sleeping.
+            if !self.held.is_empty() && self.held.release() {
                 continue;
             }
             if self.dev.shutdown.load(Acquire) {
@@ -150,12 +174,13 @@ impl Worker {
     fn run_untimed(&mut self, work: Work) {
         match work {
             Work::Job(job) => {
+                self.held.spill(&self.dev); // a job may be long: the held streams go to other workers
                 if let JobTurn::Finished(err) = job.work(self.core) {
                     self.finish_job(&job, err);
                     self.run_stream(job.stream.clone());
                 }
             }
-            Work::Stream(s) => self.run_stream(s),
+            Work::Stream(s) | Work::Held(s) => self.run_stream(s),
         }
     }
 
@@ -183,18 +208,27 @@ impl Worker {
     }
 
     /// Drains up to `BUDGET` tasks of a stream this worker owns.
-    fn run_stream(&mut self, s: Arc<StreamInner>) {
+    fn run_stream(&mut self, mut s: Arc<StreamInner>) {
         s.complete_inflight();
         let mut budget = BUDGET;
+        let began = Instant::now();
         loop {
             let Some(task) = s.queue.pop() else {
-                if self.linger(&s) {
-                    continue;
+                match self.linger(&s) {
+                    Linger::More => continue,
+                    Linger::Switch if self.held.quick(began.elapsed() < TINY) >= QUICK_BATCHES => {
+                        match self.held.keep(s) {
+                            Ok(()) => return,
+                            Err(back) if back.sched.try_idle() => return,
+                            Err(back) => {
+                                s = back; // a push came meanwhile
+                                continue;
+                            }
+                        }
+                    }
+                    Linger::Switch | Linger::Nothing if s.sched.try_idle() => return,
+                    Linger::Switch | Linger::Nothing => continue,
                 }
-                if s.sched.try_idle() {
-                    return;
-                }
-                continue;
             };
             if s.skipping() {
                 drop(task);
@@ -206,6 +240,10 @@ impl Worker {
             }
             if !self.exec(&s, task) {
                 return; // ownership moved to a job, an engine or a waiter
+            }
+            if !self.held.is_empty() && began.elapsed() >= SPILL {
+                self.held.spill(&self.dev); // long work: other workers take the held streams
+                self.held.quick(false);
             }
             budget -= 1;
             if budget == 0 {
@@ -219,24 +257,27 @@ impl Worker {
         }
     }
 
-    /// Briefly waits for more work on `s` while nothing else is ready. True if some arrived.
+    /// Briefly waits for more work on `s` while nothing else is ready or held with work.
     /// Lingering counts as searching (when the notifier allows it): a producer making
     /// another stream ready meanwhile leaves the sleepers asleep, since this worker sees
     /// that stream within a few polls — with tiny kernels one worker keeps up and the
     /// others stay parked instead of spinning on the cores the submitting threads need.
-    fn linger(&mut self, s: &StreamInner) -> bool {
+    fn linger(&mut self, s: &StreamInner) -> Linger {
         self.begin_search();
         for i in 0..LINGER {
             if !s.queue.is_empty() {
                 self.finish_search();
-                return true;
+                return Linger::More;
+            }
+            if i % 8 == 0 && self.held.has_work() {
+                return Linger::Switch;
             }
             if i % 32 == 0 && self.dev.has_work() {
-                return false;
+                return Linger::Switch;
             }
             std::hint::spin_loop();
         }
-        false
+        Linger::Nothing
     }
 
     /// An injected fault for this kernel launch (`NPURT_FAULT=kernel:N` / `hang:N`); true
@@ -277,6 +318,7 @@ impl Worker {
             return true;
         }
         if blocks > 1 {
+            self.held.spill(&self.dev);
             let job = Arc::new(Job::new(kernel, blocks, s.clone(), submit_ns, meta));
             self.dev.publish(job.clone());
             return match job.work(self.core) {
