@@ -85,7 +85,10 @@ fn round_robin_tiny_kernels_run_in_order_and_the_streams_go_idle_after() {
     assert_eq!(bad.load(Ordering::Relaxed), 0, "kernels ran out of order");
     // nothing is left owned once the work stopped (a worker that finds nothing gives its
     // held streams up before it searches or sleeps)
-    assert!(every_stream_idle(&streams, Duration::from_secs(5)), "a stream stayed owned");
+    assert!(
+        every_stream_idle(&streams, Duration::from_secs(5)),
+        "a stream stayed owned"
+    );
     for s in streams {
         s.destroy(false).unwrap();
     }

@@ -121,16 +121,25 @@ impl DataPhase {
         n: usize,
         bufs: (Option<Region>, Option<Region>),
     ) -> Result<(), i32> {
-        let (send, recv) = bufs;
         let b = c.count as usize * c.dtype.size();
         let (cm, byte) = (dh.comm, h.byte);
-        let null = Region {
-            addr: 0,
-            len: 0,
-            keep: None,
-        };
-        let s = send.as_ref().unwrap_or(&null).clone();
-        let r = recv.as_ref().unwrap_or(&null).clone();
+        let at = |r: &Option<Region>| r.as_ref().map_or((0, 0), |r| (r.addr, r.len));
+        let (s, r) = (at(&bufs.0), at(&bufs.1));
+        let (s, r) = (
+            Region {
+                addr: s.0,
+                len: s.1,
+                keep: None,
+            },
+            Region {
+                addr: r.0,
+                len: r.1,
+                keep: None,
+            },
+        );
+        // Kept before anything is posted: an MPI error part way leaves posted requests
+        // with MPI, and the buffers must outlive them (the exchange is then never freed).
+        self.bufs = Some(bufs);
         let rp = r.addr as *mut c_void;
         let dt = dh.dtypes[c.dtype as usize];
         let op = dh.ops[(c.op as usize).min(3)];
@@ -194,7 +203,6 @@ impl DataPhase {
             }
             CollKind::Send | CollKind::Recv => -1,
         };
-        self.bufs = Some((send, recv));
         self.left = self.nreq;
         check(code)
     }
