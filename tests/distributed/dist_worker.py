@@ -57,6 +57,9 @@ def main(scenario: str) -> object:
         dist.all_to_all_single(a2a, big)
         bc = npurt.to_device(x)
         dist.broadcast(bc, src=world - 1)
+        g = npurt.to_device(np.zeros(n * world, np.float32))  # in place: the input is this rank's part
+        g[rank * n:(rank + 1) * n].copy_(npurt.to_device(x))
+        dist.all_gather_into_tensor(g, g[rank * n:(rank + 1) * n])
         tot = sum(range(1, world + 1))
         ok = np.array_equal(t.to_host(), np.arange(n, dtype=np.float32) * tot)
         ok &= np.array_equal(o.to_host(), np.concatenate([np.arange(n, dtype=np.float32) * (r + 1) for r in range(world)]))
@@ -64,6 +67,7 @@ def main(scenario: str) -> object:
         ok &= np.array_equal(rs.to_host(), sum(base + r for r in range(world)).astype(np.float32))
         ok &= np.array_equal(a2a.to_host(), np.concatenate([base + r for r in range(world)]))
         ok &= np.array_equal(bc.to_host(), np.arange(n, dtype=np.float32) * world)
+        ok &= np.array_equal(g.to_host(), o.to_host())
         if world > 1:
             p = npurt.to_device(x)
             if rank == 0:
@@ -127,6 +131,11 @@ def large(rank: int, world: int) -> object:
     dist.all_gather_into_tensor(o, npurt.to_device(x))
     if not np.array_equal(o.to_host(), np.concatenate([np.arange(n, dtype=np.float32) * (r + 1) + 0.25 for r in range(world)])):
         bad.append("all_gather")
+    g = npurt.to_device(np.zeros(n * world, np.float32))
+    g[rank * n:(rank + 1) * n].copy_(npurt.to_device(x))
+    dist.all_gather_into_tensor(g, g[rank * n:(rank + 1) * n])  # in place: the input is this rank's part
+    if not np.array_equal(g.to_host(), o.to_host()):
+        bad.append("all_gather in place")
     big = np.arange(n * world, dtype=np.float32) - rank
     a2a = npurt.empty((n * world,), "float32")
     dist.all_to_all_single(a2a, npurt.to_device(big))

@@ -17,7 +17,8 @@
 //! all_to_all or reduce_scatter a rank stages only the sub-pieces its peers need and reads
 //! its own from its send buffer (unless the buffers overlap); copies into receive buffers
 //! adding up to [`STREAM_BYTES`] over the group use non-temporal stores ([`copy_out`]). A broadcast is a
-//! ring of fragments in the root's slot (`bcast.rs`).
+//! ring of fragments in the root's slot, an all_gather a ring through every rank's slot
+//! (`ring.rs`).
 //!
 //! **send / recv** ([`p2p`]) use the pair mailboxes of the board. The k-th chunk from
 //! `src` to `dst`: the sender fills in the mailbox (descriptor, and the data's address for
@@ -182,6 +183,12 @@ pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: 
     let mine = slot(me);
     let per_slot = (c.slot_bytes / e).max(1);
     let out = d.buffer_bytes(n)?.1.saturating_mul(n as usize) >= STREAM_BYTES;
+    // all_gather as a ring (`ring.rs`) unless its buffers overlap other than as this rank's
+    // own part of the output (all_to_all as a ring was no faster: docs/BENCH.md)
+    let ring_ok = {
+        let (sb, rb) = d.buffer_bytes(n)?;
+        send + sb <= recv || recv + rb <= send || send == recv + me as usize * count * e
+    };
     // SAFETY (every block below): `send`/`recv` are this rank's checked buffers
     // (`check_regions`), the slots lie inside the mapped segment (the communicator keeps
     // it), pieces never exceed a slot, and within each step between two barriers every
@@ -208,7 +215,12 @@ pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: 
                 rv.barrier()?;
             }
         }
-        CollKind::Broadcast => super::bcast::ring(rv, (slot(d.root), c.slot_bytes, c.fragment_bytes), send, recv, out)?,
+        CollKind::Broadcast => {
+            super::ring::broadcast(rv, (slot(d.root), c.slot_bytes, c.fragment_bytes), send, recv, out)?
+        }
+        CollKind::AllGather if ring_ok => {
+            super::ring::all_gather(rv, (c.slots, c.slot_bytes, c.fragment_bytes), send, recv, out)?
+        }
         CollKind::AllGather => {
             for p in (0..count).step_by(per_slot) {
                 let len = per_slot.min(count - p);

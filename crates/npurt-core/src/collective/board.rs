@@ -54,7 +54,7 @@ pub(crate) struct Header {
     /// Send bytes up to which collectives take the eager path, for the whole group (set
     /// by the rank that creates the block, read by the others: every rank must agree).
     pub(crate) eager_limit: AtomicU32,
-    /// Bytes of a broadcast's ring fragment (`bcast.rs`), set with the slot size.
+    /// Bytes of a broadcast's ring fragment (`ring.rs`), set with the slot size.
     pub(crate) fragment_bytes: AtomicU32,
     abort: AtomicU64,
     abort_kind: AtomicU32,

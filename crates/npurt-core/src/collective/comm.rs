@@ -83,7 +83,7 @@ pub(crate) struct CommInner {
     /// `shm`: the slot area (address of slot 0) and the bytes per slot.
     pub(crate) slots: usize,
     pub(crate) slot_bytes: usize,
-    /// A broadcast's ring fragment (`bcast.rs`; `shm::default_fragment_bytes`).
+    /// A broadcast's ring fragment (`ring.rs`; `shm::default_fragment_bytes`).
     pub(crate) fragment_bytes: usize,
     /// The eager areas (address of rank 0's; [`super::eager`]), in the board's memory, and
     /// the group's eager limit (read from the board once).

@@ -27,7 +27,6 @@
 //!   first) aborts the group, so the other ranks get an error instead of waiting for it.
 
 mod algo;
-mod bcast;
 mod board;
 mod comm;
 mod eager;
@@ -38,6 +37,7 @@ mod loom_tests;
 pub mod mpi;
 mod reduce;
 mod rendezvous;
+mod ring;
 pub mod shm;
 mod types;
 

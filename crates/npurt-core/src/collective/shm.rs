@@ -43,7 +43,7 @@ pub fn default_slot_bytes(l2: Option<usize>, world: u32, cpus: usize) -> usize {
     }
 }
 
-/// Bytes of a broadcast's ring fragment (`bcast.rs`) in a `world`-rank group with slots of
+/// Bytes of a broadcast's ring fragment (`ring.rs`) in a `world`-rank group with slots of
 /// `slot` bytes on a host with `cpus` cores: 32 KiB (a piece that stays in the L1 between
 /// the root's copy in and the readers' copy out; 2 ranks on 2 Zen 5 cores, 1 MiB: 8 KiB
 /// 24-25 µs, 16 KiB 21.5-49, 32 KiB 19.7-38, 64 KiB 37-38, the former two-half pipeline
