@@ -323,51 +323,34 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether a collective (header codes: `_mpi_small.KINDS`, the HCCL dtype code) takes the
-/// `mpi` backend's one-phase path in a group of `n` with `limit` bytes per peer: the
-/// native rule (`collective::mpi::one_phase`). Unknown codes: False (the two-phase path).
+/// A header from its codes (`_mpi_small.KINDS`, the HCCL dtype and op codes); None for
+/// an unknown code.
+fn header_call(kind: u32, dtype: u32, count: u64, op: u32, root: u32, eager: bool) -> Option<Call> {
+    Some(Call {
+        kind: CollKind::from_u32(kind)?,
+        seq: 0,
+        dtype: HcclDataType::from_u32(dtype)?,
+        count,
+        op: ReduceOp::from_u32(op)?,
+        root,
+        eager,
+    })
+}
+
+/// Whether a collective (header codes) takes the `mpi` backend's one-phase path in a group
+/// of `n` with `limit` bytes per peer (`spread`: every rank has a core): the native rule
+/// (`collective::mpi::one_phase`). Unknown codes: False (the two-phase path).
 #[pyfunction]
 fn _mpi_one_phase(kind: u32, dtype: u32, count: u64, op: u32, n: usize, limit: usize, spread: bool) -> bool {
-    let (Some(kind), Some(dtype), Some(op)) = (
-        CollKind::from_u32(kind),
-        HcclDataType::from_u32(dtype),
-        ReduceOp::from_u32(op),
-    ) else {
-        return false;
-    };
-    let call = Call {
-        kind,
-        seq: 0,
-        dtype,
-        count,
-        op,
-        root: 0,
-        eager: true,
-    };
-    npurt_core::collective::mpi::one_phase(&call, n, limit, spread)
+    header_call(kind, dtype, count, op, 0, true)
+        .is_some_and(|c| npurt_core::collective::mpi::one_phase(&c, n, limit, spread))
 }
 
 /// Whether a two-phase collective's data phase runs natively (`collective::mpi::
 /// native_data`: header fields and the group size only). Unknown codes: False.
 #[pyfunction]
 fn _mpi_native_data(kind: u32, dtype: u32, count: u64, op: u32, root: u32, n: usize) -> bool {
-    let (Some(kind), Some(dtype), Some(op)) = (
-        CollKind::from_u32(kind),
-        HcclDataType::from_u32(dtype),
-        ReduceOp::from_u32(op),
-    ) else {
-        return false;
-    };
-    let call = Call {
-        kind,
-        seq: 0,
-        dtype,
-        count,
-        op,
-        root,
-        eager: false,
-    };
-    npurt_core::collective::mpi::native_data(&call, n)
+    header_call(kind, dtype, count, op, root, false).is_some_and(|c| npurt_core::collective::mpi::native_data(&c, n))
 }
 
 /// Bytes of each per-peer receive row of an `n`-rank group (`collective::mpi::inbox_bytes`).
