@@ -44,18 +44,22 @@ OPS = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PROD, "max": dist.ReduceO
        "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}
 
 
+def _exchange():
+    """The default group's native exchange (``_MpiExchange``), or None."""
+    g = dist.group_of(None) if dist.is_initialized() else None
+    return getattr(getattr(getattr(g, "backend", None), "comm", None), "_x0", None)
+
+
 def native() -> tuple:
     """``(on the calling thread, queued)``: the default group's one-call collectives that the
     native exchange completed (``_MpiExchange.run_sync``, which ``MpiComm.run`` never sees)."""
-    g = dist.group_of(None) if dist.is_initialized() else None
-    x = getattr(getattr(getattr(g, "backend", None), "comm", None), "_x0", None)
+    x = _exchange()
     return tuple(x.stats) if x is not None else (0, 0)
 
 
 def native2() -> int:
     """The default group's two-phase one-call collectives completed natively (headers and data)."""
-    g = dist.group_of(None) if dist.is_initialized() else None
-    x = getattr(getattr(getattr(g, "backend", None), "comm", None), "_x0", None)
+    x = _exchange()
     return int(x.two_phase_done) if x is not None else 0
 
 

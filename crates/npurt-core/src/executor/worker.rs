@@ -214,21 +214,25 @@ impl Worker {
         let began = Instant::now();
         loop {
             let Some(task) = s.queue.pop() else {
-                match self.linger(&s) {
+                let hold = match self.linger(&s) {
                     Linger::More => continue,
-                    Linger::Switch if self.held.quick(began.elapsed() < TINY) >= QUICK_BATCHES => {
-                        match self.held.keep(s) {
-                            Ok(()) => return,
-                            Err(back) if back.sched.try_idle() => return,
-                            Err(back) => {
-                                s = back; // a push came meanwhile
-                                continue;
-                            }
-                        }
+                    // other work came: keep this stream if the recent batches were tiny
+                    Linger::Switch => self.held.quick(began.elapsed() < TINY) >= QUICK_BATCHES,
+                    Linger::Nothing => false,
+                };
+                let back = if hold {
+                    match self.held.keep(s) {
+                        Ok(()) => return,
+                        Err(back) => back, // the set is full
                     }
-                    Linger::Switch | Linger::Nothing if s.sched.try_idle() => return,
-                    Linger::Switch | Linger::Nothing => continue,
+                } else {
+                    s
+                };
+                if back.sched.try_idle() {
+                    return;
                 }
+                s = back; // a push came meanwhile
+                continue;
             };
             if s.skipping() {
                 drop(task);

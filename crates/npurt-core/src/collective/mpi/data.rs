@@ -262,10 +262,6 @@ impl Exchange {
         if call.eager || self.dh.is_none() || !native_data(&call, self.n) || short(&send, ns) || short(&recv, nr) {
             return Outcome::Mpi(-3);
         }
-        if self.active || self.closed {
-            return Outcome::Mpi(-2);
-        }
-        self.planned = Some((send, recv));
-        self.start(call, None, None, deadline, notice, interrupt)
+        self.start(call, None, None, Some((send, recv)), deadline, notice, interrupt)
     }
 }

@@ -141,17 +141,18 @@ impl Exchange {
         notice: usize,
         interrupt: &mut dyn FnMut() -> bool,
     ) -> Outcome {
-        if !self.active {
-            self.planned = None;
-        }
-        self.start(call, send, recv, deadline, notice, interrupt)
+        self.start(call, send, recv, None, deadline, notice, interrupt)
     }
 
+    /// [`Exchange::run`]; `planned`: a two-phase call's buffers for its data phase
+    /// ([`Exchange::run_two_phase`]), kept once the exchange started.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start(
         &mut self,
         call: Call,
         send: Option<&Region>,
         recv: Option<Region>,
+        planned: Option<(Option<Region>, Option<Region>)>,
         deadline: Instant,
         notice: usize,
         interrupt: &mut dyn FnMut() -> bool,
@@ -164,6 +165,7 @@ impl Exchange {
         if self.active || self.closed {
             return Outcome::Mpi(-2);
         }
+        self.planned = planned;
         if call.eager && plan::per_peer_chunk(call.kind) && self.outbox.is_empty() {
             self.outbox = vec![0; (n - 1) * row];
         }
