@@ -9,11 +9,13 @@ part of it on the general path, above the eager limit), ``sleep`` (SLOW_RANK
 sleeps past the deadline before its all_reduce), ``exit`` (SLOW_RANK exits without
 calling), ``hold`` (SLOW_RANK prints ``ready`` and waits to be SIGKILLed), ``desync``
 (SLOW_RANK calls broadcast instead of all_reduce), ``bits`` (a float32 all_reduce: the
-result's bytes as hex), ``hccl`` (HcclGetRootInfo through a file, HcclCommInitRootInfo,
+result's bytes as hex; ``bits_large``: above the eager limit, the sha256 of an all_reduce's
+and a reduce_scatter's results), ``hccl`` (HcclGetRootInfo through a file, HcclCommInitRootInfo,
 HcclAllReduce), ``chunks`` (collectives larger than a slot), ``barriers`` (barriers back to
 back with small all_reduces between).
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -88,8 +90,15 @@ def main(scenario: str) -> object:
                 if t.to_host().tolist() != [float(sum(range(world)))] * 2:
                     return f"all_reduce {k}: {t.to_host().tolist()}"
         return True
-    if scenario == "bits":
-        x = np.random.default_rng(rank).uniform(-1e4, 1e4, 4096).astype(np.float32)
+    if scenario in ("bits", "bits_large"):  # bits_large: above the eager limit, reduce_scatter too
+        x = np.random.default_rng(rank).uniform(-1e4, 1e4, 4096 if scenario == "bits" else 300_001).astype(np.float32)
+        if scenario == "bits_large":
+            rs = npurt.empty((len(x) // world,), "float32")
+            dist.reduce_scatter_tensor(rs, npurt.to_device(x[: len(x) // world * world]))
+            t = npurt.to_device(x)
+            dist.all_reduce(t)
+            digest = lambda a: hashlib.sha256(a.to_host().tobytes()).hexdigest()  # noqa: E731
+            return [digest(t), digest(rs)]
         t = npurt.to_device(x)
         dist.all_reduce(t)
         return t.to_host().tobytes().hex()

@@ -62,6 +62,23 @@ def test_spot_check_8_ranks_and_many_pieces():
         assert res.get("ok") is True, f"rank {r}: {res}"
 
 
+@pytest.mark.parametrize("scenario,world", [("chunks", 3), ("chunks", 2), ("matrix_general", 3)])
+def test_single_copy_path(scenario, world):
+    """NPURT_SHM_CMA_BYTES=1: every collective above the eager limit that the single copy
+    runs (peers' buffers read with process_vm_readv) takes it: every kind, dtypes with
+    their own folds, in-place all_reduce and all_gather, a broadcast from the last rank."""
+    for r, res in enumerate(results(launch(scenario, world, NPURT_SHM_CMA_BYTES=1))):
+        assert res.get("ok") in ([], True), f"rank {r}: {res}"
+
+
+def test_single_copy_is_bitwise_the_staged_fold():
+    """The single copy folds in rank order, as the slots do: the same bits either way."""
+    staged = [r["ok"] for r in results(launch("bits_large", 3, NPURT_SHM_CMA_BYTES=0))]
+    single = [r["ok"] for r in results(launch("bits_large", 3, NPURT_SHM_CMA_BYTES=1))]
+    assert staged == single
+    assert staged[0][0] == staged[1][0] == staged[2][0]  # the all_reduce: every rank alike
+
+
 @pytest.mark.parametrize("world", [2, 3])
 def test_large_buffers_streamed_out_of_the_slots_and_an_in_place_reduce_scatter(world):
     for r, res in enumerate(results(launch("large", world), timeout=300)):

@@ -173,10 +173,24 @@ pub(crate) fn direct(rv: &mut Rendezvous<'_>, send: usize, recv: usize) -> CResu
     Ok(())
 }
 
-pub(crate) fn staged(c: &CommInner, rv: &mut Rendezvous<'_>, send: usize, recv: usize) -> CResult<()> {
-    rv.arrive(0, 0)?;
+pub(crate) fn staged(
+    c: &CommInner,
+    rv: &mut Rendezvous<'_>,
+    send: usize,
+    recv: usize,
+    scratch: &mut Vec<u8>,
+) -> CResult<()> {
     let d = rv.desc;
     let (n, me) = (rv.board.world(), rv.me);
+    // Whether this rank's buffers allow the single copy, published before arrival; after
+    // it every rank sees every rank's answer and the same descriptor, so all choose alike
+    // (the answers stay until the next barrier, which nobody passes before reading them).
+    let ok = super::cma::buffers_ok(&d, n, me, send, recv);
+    rv.board.rank(me).single_copy.store(ok as u64, Relaxed);
+    rv.arrive(send as u64, recv as u64)?;
+    if super::cma::takes(c, &d) && (0..n).all(|r| rv.board.rank(r).single_copy.load(Relaxed) != 0) {
+        return super::cma::run(rv, recv, scratch);
+    }
     let e = d.dtype.size();
     let count = d.count as usize;
     let slot = |r: u32| c.slots + r as usize * c.slot_bytes;

@@ -73,6 +73,8 @@ pub(crate) struct ExecState {
     pub(crate) arrivals: [u64; DEPTH],
     pub(crate) sent: Vec<u64>,
     pub(crate) received: Vec<u64>,
+    /// `shm`'s single-copy reductions: the peers' parts of a piece (`cma.rs`).
+    pub(crate) scratch: Vec<u8>,
 }
 
 pub(crate) struct CommInner {
@@ -141,6 +143,7 @@ impl Communicator {
                 arrivals: [0; DEPTH],
                 sent: vec![0; w],
                 received: vec![0; w],
+                scratch: Vec::new(),
             }),
             turn_cv: Condvar::new(),
             destroyed: AtomicBool::new(false),
@@ -243,6 +246,7 @@ impl Communicator {
                 arrivals,
                 sent,
                 received,
+                scratch,
                 ..
             } = &mut *st;
             let mut rv = Rendezvous {
@@ -259,12 +263,15 @@ impl Communicator {
             let addr = |r: Option<&Region>| r.map_or(0, |r| r.addr);
             match desc.kind {
                 CollKind::Send | CollKind::Recv => super::algo::p2p(&self.0, &mut rv, sent, received, send, recv),
-                _ if super::eager::fits(&desc, self.world(), self.0.eager_limit) => {
+                // (collectives the single copy runs leave the eager path: `cma::preferred`)
+                _ if super::eager::fits(&desc, self.world(), self.0.eager_limit)
+                    && !(self.transport() == Transport::Shm && super::cma::preferred(&self.0, &desc)) =>
+                {
                     super::eager::run(&self.0, &mut rv, addr(send), addr(recv))
                 }
                 _ => match self.transport() {
                     Transport::Local => super::algo::direct(&mut rv, addr(send), addr(recv)),
-                    Transport::Shm => super::algo::staged(&self.0, &mut rv, addr(send), addr(recv)),
+                    Transport::Shm => super::algo::staged(&self.0, &mut rv, addr(send), addr(recv), scratch),
                 },
             }
         };

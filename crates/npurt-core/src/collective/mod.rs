@@ -28,6 +28,7 @@
 
 mod algo;
 mod board;
+mod cma;
 mod comm;
 mod eager;
 mod error;
@@ -42,6 +43,7 @@ pub mod shm;
 mod types;
 
 pub use board::{DEPTH as EAGER_DEPTH, MAX_RANKS};
+pub use cma::CMA_ENV;
 pub use comm::{default_timeout, Communicator, Transport, DEFAULT_TIMEOUT, TIMEOUT_ENV};
 pub use eager::{EAGER_BYTES, EAGER_ENV};
 pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
