@@ -507,6 +507,7 @@ class _Comm:
     ) -> bool: ...
 
 _MPI_MAX_EAGER: int
+_MPI_EAGER_FIT: int
 _MPI_MAX_RANKS: int
 _MPI_P2P_GATHER_MAX: int
 

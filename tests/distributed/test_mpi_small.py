@@ -21,14 +21,18 @@ def test_which_calls_take_the_one_phase_path(monkeypatch):
     assert small.eligible("all_reduce", "float32", 8192, 4, lim, spread=True)
     assert not small.eligible("all_reduce", "float32", 8193, 4, lim, spread=True)
     assert small.eligible("all_reduce", "float32", lim // 4, 4, lim, spread=False)
-    assert small.eligible("all_gather", "float32", 2048, 4, lim, spread=True)
-    assert not small.eligible("all_gather", "float32", 2049, 4, lim, spread=True)
+    fit = small.EAGER_FIT // 4  # the copy kinds: while a message fits MPI's eager size
+    assert 900 < fit < 1024
+    assert small.eligible("all_gather", "float32", fit, 4, lim, spread=True)
+    assert not small.eligible("all_gather", "float32", fit + 1, 4, lim, spread=True)
+    assert small.eligible("broadcast", "float32", fit, 4, lim, spread=True)
+    assert not small.eligible("broadcast", "float32", fit + 1, 4, lim, spread=True)
     assert small.eligible("all_gather", "float32", lim // 4, 4, lim)
     # reduce_scatter / all_to_all send each peer its chunk: the input may be n times larger
     assert small.eligible("reduce_scatter", "float32", 4 * lim // 4, 4, lim)
     assert not small.eligible("reduce_scatter", "float32", 4 * lim // 4 + 4, 4, lim)
-    assert small.eligible("all_to_all", "float32", 4 * 4096, 4, lim, spread=True)
-    assert not small.eligible("all_to_all", "float32", 4 * 4096 + 4, 4, lim, spread=True)
+    assert small.eligible("all_to_all", "float32", 4 * fit, 4, lim, spread=True)
+    assert not small.eligible("all_to_all", "float32", 4 * fit + 4, 4, lim, spread=True)
     assert small.eligible("barrier", "uint8", 0, 4, lim)
     assert not small.eligible("all_reduce", "float32", 1, small.MAX_RANKS + 1, lim)  # large groups
     assert not small.eligible("all_reduce", "float32", 1, 1, lim) and not small.eligible("send", "int8", 1, 2, lim)

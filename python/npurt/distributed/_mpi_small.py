@@ -36,6 +36,7 @@ from .. import _npurt
 from . import _mpi_ops as ops
 
 MAX_EAGER = _npurt._MPI_MAX_EAGER  # bytes of payload per peer, at most (the receive rows' size)
+EAGER_FIT = _npurt._MPI_EAGER_FIT  # payload bytes per peer in one message of MPI's shared-memory eager size
 MAX_RANKS = _npurt._MPI_MAX_RANKS  # the largest group on the one-phase path
 HEADER_BYTES = 64  # 8 x int64 (Call.header)
 KINDS = {"all_reduce": 1, "broadcast": 2, "reduce": 3, "all_gather": 4, "reduce_scatter": 5,
@@ -112,9 +113,10 @@ def eligible(kind: str, dtype: str, count: int, n: int, limit: int, op: int = op
     """Whether a call takes the one-phase path: the native rule (``collective::mpi::
     one_phase``, which the blocking one-call path runs too): the same answer on every
     rank whose header is the same (only header fields, the group size and ``limit``).
-    Below ``limit``, when ``spread`` (every rank of the group has a core of its own), calls
-    whose data phase runs natively take two phases from a size per kind (all_gather 8 KiB
-    per peer, all_to_all 16 KiB, broadcast / all_reduce 32 KiB)."""
+    Below ``limit``, when ``spread`` (every rank of the group has a core of its own),
+    calls whose data phase runs natively take two phases from a size per kind: broadcast,
+    all_gather and all_to_all once a message no longer fits Open MPI's shared-memory eager
+    size (``collective::mpi::EAGER_FIT``), all_reduce from 32 KiB per peer."""
     if kind in ("send", "recv") or limit <= 0:
         return False
     return bool(_npurt._mpi_one_phase(KINDS[kind], ops.DTYPES[dtype][0], count, op, n, limit, spread))

@@ -131,7 +131,7 @@ pub(crate) fn probe(pid: u32, addr: u64, expect: u64) -> bool {
 /// setting decide, so every rank answers alike even before all have joined: the eager
 /// path leaves these to the general one (`comm.rs`), which [`takes`] them after arrival.
 pub(crate) fn preferred(c: &CommInner, d: &OpDesc) -> bool {
-    let min = c.board.header().cma_bytes.load(Relaxed);
+    let min = c.cma_setting;
     if min == 0 {
         return false;
     }

@@ -91,6 +91,9 @@ pub(crate) struct CommInner {
     /// the group's eager limit (read from the board once).
     pub(crate) eager: usize,
     pub(crate) eager_limit: u32,
+    /// `shm`: the group's single-copy setting (`cma.rs`), read from the board once (the
+    /// board's header line is written at every phase: reading it per call is a miss).
+    pub(crate) cma_setting: u64,
     _backing: Backing,
     timeout_ns: AtomicU64,
     /// (next ticket, next collective seq, next send/recv seq), claimed together.
@@ -122,6 +125,7 @@ impl Communicator {
         board.wake();
         let w = world as usize;
         let eager_limit = board.header().eager_limit.load(Acquire);
+        let cma_setting = board.header().cma_bytes.load(Acquire);
         Communicator(Arc::new(CommInner {
             rank,
             world,
@@ -132,6 +136,7 @@ impl Communicator {
             fragment_bytes: areas.fragment_bytes,
             eager: areas.eager,
             eager_limit,
+            cma_setting,
             _backing: backing,
             timeout_ns: AtomicU64::new(timeout.as_nanos().min(u64::MAX as u128) as u64),
             claims: Mutex::new((0, 0, 0)),

@@ -363,6 +363,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMpiExchange>()?;
     m.add_function(wrap_pyfunction!(_mpi_one_phase, m)?)?;
     m.add("_MPI_MAX_EAGER", npurt_core::collective::mpi::MAX_EAGER)?;
+    m.add("_MPI_EAGER_FIT", npurt_core::collective::mpi::EAGER_FIT)?;
     m.add("_MPI_MAX_RANKS", npurt_core::collective::mpi::MAX_RANKS)?;
     m.add_function(wrap_pyfunction!(_mpi_inbox_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_mpi_native_data, m)?)?;

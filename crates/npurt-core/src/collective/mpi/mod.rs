@@ -30,4 +30,4 @@ mod tests;
 pub use data::{native_data, GATHER_TAG, P2P_GATHER_MAX};
 pub use exchange::{Exchange, Outcome};
 pub use ffi::{loaded_libmpi, DataHandles, Handles, MpiLib};
-pub use plan::{inbox_bytes, one_phase, Call, HEADER_BYTES, MAX_EAGER, MAX_RANKS};
+pub use plan::{inbox_bytes, one_phase, Call, EAGER_FIT, HEADER_BYTES, MAX_EAGER, MAX_RANKS};

@@ -30,18 +30,25 @@ pub fn one_phase(c: &Call, n: usize, limit: usize, spread: bool) -> bool {
     collective(c.kind) && (2..=MAX_RANKS).contains(&n) && limit > 0 && c.peer_bytes(n) <= limit.min(cap)
 }
 
+/// Payload bytes per peer that fit one message, header included, within Open MPI's
+/// shared-memory eager size (`btl_sm_eager_limit` 4096 less its own headers: a ping-pong
+/// took 1.4 us one way at 4000 bytes, 3.1 at 4032, when the message goes rendezvous).
+pub const EAGER_FIT: usize = 4000 - HEADER_BYTES;
+
 /// Payload bytes per peer up to which the one-phase path beats a two-phase call whose data
 /// phase runs natively (`data.rs`): the one-phase path copies every part twice (into the
-/// message, out of the inbox), the two-phase one moves it once after one more round of
-/// headers. Measured on 2 ranks, per kind (docs/BENCH.md, "The `mpi` backend's data phase
-/// in native code"): all_gather is faster in two phases from 16 KiB per peer (3.8 against
-/// 4.7 us), all_to_all from 32 KiB, broadcast and all_reduce from 64 KiB; reduce_scatter's
-/// `MPI_Ireduce_scatter_block` stays slower than the one-phase fold up to the 64 KiB limit.
+/// message, out of the inbox), and the peer reads lines this rank has just written; the
+/// two-phase one moves it once, from the caller's buffer, after one more round of headers.
+/// The copy kinds take two phases once a message no longer fits [`EAGER_FIT`]: past it
+/// the message goes rendezvous anyway (2 ranks on an Intel Xeon, broadcast 8-32 KiB 5.0-10
+/// -> 3.9-5.0 us, all_gather 16 KiB 6.3 -> 4.6, all_to_all 32 KiB 8.3 -> 5.5; on a Zen 5
+/// the limits had been 8 KiB per peer for all_gather, 16 for all_to_all, 32 for broadcast:
+/// docs/BENCH.md). all_reduce keeps the one-phase fold to 32 KiB, reduce_scatter to the
+/// 64 KiB limit: MPI's non-blocking reductions are slower than the fold there.
 fn two_phase_from(k: CollKind) -> usize {
     match k {
-        CollKind::AllGather => 8 << 10,
-        CollKind::AllToAll => 16 << 10,
-        CollKind::Broadcast | CollKind::AllReduce => 32 << 10,
+        CollKind::AllGather | CollKind::AllToAll | CollKind::Broadcast => EAGER_FIT,
+        CollKind::AllReduce => 32 << 10,
         _ => MAX_EAGER,
     }
 }

@@ -2,7 +2,9 @@
 //! receivers' rows as MPI would, each rank completes the collective; results against a
 //! plain rank-order fold.
 
-use super::plan::{fill, finish, headers_agree, inbox_bytes, one_phase, Call, Msg, HEADER_BYTES, MAX_EAGER, MAX_RANKS};
+use super::plan::{
+    fill, finish, headers_agree, inbox_bytes, one_phase, Call, Msg, EAGER_FIT, HEADER_BYTES, MAX_EAGER, MAX_RANKS,
+};
 use crate::collective::types::{CollKind, HcclDataType, ReduceOp};
 use half::{bf16, f16};
 
@@ -206,8 +208,8 @@ fn which_calls_take_the_one_phase_path() {
     // ...else up to the size where two phases win, per kind (bytes per peer)
     for (kind, from) in [
         (CollKind::AllReduce, 32 << 10),
-        (CollKind::Broadcast, 32 << 10),
-        (CollKind::AllGather, 8 << 10),
+        (CollKind::Broadcast, EAGER_FIT),
+        (CollKind::AllGather, EAGER_FIT),
     ] {
         assert!(one_phase(&f32s(kind, from as u64 / 4), 4, lim, true), "{kind:?}");
         assert!(!one_phase(&f32s(kind, from as u64 / 4 + 1), 4, lim, true), "{kind:?}");
@@ -223,8 +225,13 @@ fn which_calls_take_the_one_phase_path() {
     // per-peer chunks: the input may be n times larger
     assert!(one_phase(&f32s(CollKind::ReduceScatter, lim as u64), 4, lim, true));
     assert!(!one_phase(&f32s(CollKind::ReduceScatter, lim as u64 + 4), 4, lim, true));
-    assert!(one_phase(&f32s(CollKind::AllToAll, 16 << 10), 4, lim, true));
-    assert!(!one_phase(&f32s(CollKind::AllToAll, (16 << 10) + 4), 4, lim, true));
+    assert!(one_phase(&f32s(CollKind::AllToAll, EAGER_FIT as u64), 4, lim, true));
+    assert!(!one_phase(
+        &f32s(CollKind::AllToAll, EAGER_FIT as u64 + 4),
+        4,
+        lim,
+        true
+    ));
     assert!(one_phase(&f32s(CollKind::Barrier, 0), 4, lim, true));
     // point-to-point calls never take it
     assert!(!one_phase(&f32s(CollKind::Send, 1), 4, lim, true));
