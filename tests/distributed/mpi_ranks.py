@@ -248,6 +248,18 @@ def check_all(r: int, n: int) -> None:
     except npurt.Error as e:
         expect("int32" in str(e), f"reduce_scatter dtype error: {e}")
 
+    # the native data phase's handles: wrong counts are refused (ValueError), nothing changes
+    x = _exchange()
+    for dtypes, ops_ in (([0] * 11, [0] * 4), ([0] * 12, [0] * 5)):
+        try:
+            x.set_data(0, 0, dtypes, ops_, 8)
+            expect(False, f"set_data took {len(dtypes)} dtypes, {len(ops_)} ops")
+        except ValueError as e:
+            expect("handles" in str(e), f"set_data error: {e}")
+    t = npurt.to_device(np.full(300_000, r + 1, np.float32))  # two phases, native data
+    dist.all_reduce(t)
+    expect(np.array_equal(host(t), np.full(300_000, n * (n + 1) / 2)), "two-phase all_reduce after set_data refusals")
+
     # a subgroup of the even ranks
     evens = list(range(0, n, 2))
     sub = dist.new_group(evens)

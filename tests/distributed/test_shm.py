@@ -62,6 +62,14 @@ def test_spot_check_8_ranks_and_many_pieces():
         assert res.get("ok") is True, f"rank {r}: {res}"
 
 
+@pytest.mark.parametrize("fragment", ["junk", "1", "100000000"])
+def test_fragment_setting_out_of_range_or_unreadable(fragment):
+    """NPURT_SHM_FRAGMENT_BYTES that does not parse falls back to the default; 1 and more
+    than a slot are clamped (64 bytes..the slot): the rings still move every byte."""
+    for r, res in enumerate(results(launch("chunks", 3, NPURT_SHM_FRAGMENT_BYTES=fragment, NPURT_SHM_CMA_BYTES=0))):
+        assert res.get("ok") is True, f"rank {r}: {res}"
+
+
 @pytest.mark.parametrize("scenario,world", [("chunks", 3), ("chunks", 2), ("matrix_general", 3)])
 def test_single_copy_path(scenario, world):
     """NPURT_SHM_CMA_BYTES=1: every collective above the eager limit that the single copy
