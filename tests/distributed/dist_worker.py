@@ -1,7 +1,8 @@
 """One rank of an ``shm`` test group, started by the tests with ``subprocess``.
 
 Usage: ``python dist_worker.py SCENARIO`` with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-(and SLOW_RANK / TIMEOUT where the scenario needs them) in the environment. Prints one JSON
+(and SLOW_RANK / TIMEOUT where the scenario needs them; NONDUMPABLE=1: the process marks
+itself non-dumpable first) in the environment. Prints one JSON
 line: ``{"ok": ...}`` or ``{"err": class name, "msg": message, "code": code}``.
 
 Scenarios: ``matrix`` (every collective, checked against numpy; ``matrix_general``: a
@@ -34,6 +35,10 @@ def main(scenario: str) -> object:
     timeout = float(os.environ.get("TIMEOUT", "60"))
     if scenario == "hccl":
         return hccl(rank, world)
+    if os.environ.get("NONDUMPABLE") == "1":  # peers without CAP_SYS_PTRACE may not read this process
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
     dist.init_process_group("shm", timeout=timeout)
     assert dist.get_rank() == rank and dist.get_world_size() == world and dist.get_backend() == "shm"
     if scenario == "matrix":

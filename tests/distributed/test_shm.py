@@ -5,6 +5,7 @@ plus npurt.hccl's root-info bootstrap."""
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -77,6 +78,25 @@ def test_single_copy_path(scenario, world):
     their own folds, in-place all_reduce and all_gather, a broadcast from the last rank."""
     for r, res in enumerate(results(launch(scenario, world, NPURT_SHM_CMA_BYTES=1))):
         assert res.get("ok") in ([], True), f"rank {r}: {res}"
+
+
+def test_single_copy_off_when_a_rank_may_not_read_another():
+    """Rank 0 non-dumpable, rank 1 without CAP_SYS_PTRACE: rank 1 may not read rank 0's
+    memory (EPERM). The group's probe round sees it and every rank stages instead: the
+    collectives that would take the single copy complete (a read would fail the group)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        pytest.skip("needs util-linux's setpriv and root to drop CAP_SYS_PTRACE from one rank")
+    port = free_port()
+    procs = []
+    for r in range(2):
+        e = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                 NPURT_SHM_CMA_BYTES="1", NONDUMPABLE="1" if r == 0 else "0")
+        pre = [] if r == 0 else [setpriv, "--bounding-set", "-sys_ptrace"]
+        procs.append(subprocess.Popen(pre + [sys.executable, WORKER, "chunks"], env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for r, res in enumerate(results(procs)):
+        assert res.get("ok") is True, f"rank {r}: {res}"
 
 
 def test_single_copy_is_bitwise_the_staged_fold():

@@ -188,6 +188,9 @@ pub(crate) fn staged(
     let ok = super::cma::buffers_ok(&d, n, me, send, recv);
     rv.board.rank(me).single_copy.store(ok as u64, Relaxed);
     rv.arrive(send as u64, recv as u64)?;
+    if super::cma::preferred(c, &d) && !c.cma_probed.load(Relaxed) {
+        super::cma::probe_peers(c, rv)?;
+    }
     if super::cma::takes(c, &d) && (0..n).all(|r| rv.board.rank(r).single_copy.load(Relaxed) != 0) {
         return super::cma::run(rv, recv, scratch);
     }

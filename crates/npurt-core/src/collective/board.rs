@@ -56,11 +56,9 @@ pub(crate) struct Header {
     pub(crate) eager_limit: AtomicU32,
     /// Bytes of a broadcast's ring fragment (`ring.rs`), set with the slot size.
     pub(crate) fragment_bytes: AtomicU32,
-    /// `shm`: bytes per peer from which collectives take the single copy (`cma.rs`; 0:
-    /// never), set by rank 0; non-zero `cma_refused`: a joining rank could not read rank
-    /// 0's memory (its mapping of this block is at `base_addr` there), so nobody does.
+    /// `shm`: the single copy's setting (`cma.rs`; 0: never), set by rank 0; non-zero
+    /// `cma_refused`: a rank could not read a peer's memory (`cma::probe_peers`).
     pub(crate) cma_bytes: AtomicU64,
-    pub(crate) base_addr: AtomicU64,
     pub(crate) cma_refused: AtomicU32,
     abort: AtomicU64,
     abort_kind: AtomicU32,
@@ -80,7 +78,7 @@ pub(crate) struct Row {
     pub(crate) count: AtomicU64,
 }
 
-/// One rank's slot on the board (48 + 24 × [`DEPTH`] bytes).
+/// One rank's slot on the board (56 + 24 × [`DEPTH`] bytes).
 #[repr(C)]
 pub(crate) struct RankSlot {
     pub(crate) phase: AtomicU64,
@@ -92,8 +90,10 @@ pub(crate) struct RankSlot {
     /// `local`: the addresses of this rank's send / recv buffers for the current collective.
     pub(crate) send_ptr: AtomicU64,
     pub(crate) recv_ptr: AtomicU64,
-    /// `shm`: non-zero when this rank's buffers allow the single copy (`cma::buffers_ok`).
+    /// `shm`: non-zero when this rank's buffers allow the single copy (`cma::buffers_ok`);
+    /// this rank's address of the block (peers read its magic there: `cma::probe_peers`).
     pub(crate) single_copy: AtomicU64,
+    pub(crate) base: AtomicU64,
 }
 
 /// The mailbox of one ordered pair (src → dst) for send/recv (40 bytes).
@@ -162,6 +162,11 @@ impl Board {
             pairs: p.cast(),
             world,
         }
+    }
+
+    /// The block's address in this process.
+    pub(crate) fn base(&self) -> usize {
+        self.header as usize
     }
 
     pub(crate) fn header(&self) -> &Header {
@@ -343,7 +348,6 @@ impl Board {
             eager_limit: z32(),
             fragment_bytes: z32(),
             cma_bytes: z64(),
-            base_addr: z64(),
             cma_refused: z32(),
             abort: AtomicU64::new(AB_NONE),
             abort_kind: z32(),
@@ -369,6 +373,7 @@ impl Board {
                 send_ptr: z64(),
                 recv_ptr: z64(),
                 single_copy: z64(),
+                base: z64(),
             })
             .collect();
         let pairs: Vec<PairSlot> = (0..w * w)

@@ -9,16 +9,17 @@
 //! chunks; one barrier between the steps and one before anyone leaves, so no rank changes
 //! a buffer a peer still reads.
 //!
-//! When: the group agrees once (rank 0 publishes its setting, [`CMA_ENV`]; a joining
-//! rank that cannot read rank 0's memory — Yama's `ptrace_scope` 1 without
-//! `CAP_SYS_PTRACE`, a seccomp filter — turns it off for the whole group: [`probe`]) and
-//! per call on what every rank's descriptor holds plus every rank's word that its buffers
-//! allow it ([`takes`], [`buffers_ok`]), read after arrival, so every rank chooses the
-//! same path. Only within a window of sizes per kind ([`window`]): each read is a system
-//! call that pins the peer's pages, a lone reader leaves the root's core idle, and at
-//! sizes beyond the caches the staged path's streaming stores win.
+//! When: the group agrees once (rank 0 publishes its setting, [`CMA_ENV`]; at the first
+//! collective it puts on the single copy every rank tries to read every peer's memory,
+//! and one that cannot turns the path off for the group: [`probe_peers`]) and per call on
+//! what every rank's descriptor holds plus every rank's word that its buffers allow it
+//! ([`takes`], [`buffers_ok`]), read after arrival, so every rank chooses the same path.
+//! Only within a window of sizes per kind ([`window`]): each read is a system call that
+//! pins the peer's pages, a lone reader leaves the root's core idle, and at sizes beyond
+//! the caches the staged path's streaming stores win.
 
 use super::algo::{chunk, copy, STREAM_BYTES};
+use super::board::MAGIC;
 use super::comm::CommInner;
 use super::reduce::reduce;
 use super::rendezvous::{CResult, Rendezvous, K_FAILED};
@@ -126,6 +127,26 @@ pub(crate) fn probe(pid: u32, addr: u64, expect: u64) -> bool {
     unsafe { read(pid, &mut v as *mut u64 as usize, addr as usize, 8) }.is_ok() && v == expect
 }
 
+/// The group's probe round, at the first collective the setting puts on the single copy
+/// (after arrival, so every rank has joined; every rank reaches it at the same collective,
+/// since only the descriptor and the setting decide): this rank reads the magic of every
+/// peer's mapping of the board; if any read fails (Yama's `ptrace_scope` 1 without
+/// `CAP_SYS_PTRACE`, a seccomp filter, other credentials) it sets `cma_refused`, and after
+/// one barrier every rank sees the same flag: nobody takes the single copy then.
+pub(crate) fn probe_peers(c: &CommInner, rv: &mut Rendezvous<'_>) -> CResult<()> {
+    let (n, me) = (rv.board.world(), rv.me);
+    let readable = (0..n).filter(|&r| r != me).all(|r| {
+        let s = rv.board.rank(r);
+        probe(s.pid.load(Relaxed), s.base.load(Relaxed), MAGIC)
+    });
+    if !readable {
+        rv.board.header().cma_refused.store(1, Release);
+    }
+    rv.barrier()?;
+    c.cma_probed.store(true, Relaxed);
+    Ok(())
+}
+
 /// Whether the group's setting puts collective `d` on the single copy: the kind is one it
 /// runs and each peer's part lies in its [`window`]. Only the descriptor and rank 0's
 /// setting decide, so every rank answers alike even before all have joined: the eager
@@ -148,8 +169,8 @@ pub(crate) fn preferred(c: &CommInner, d: &OpDesc) -> bool {
     per_peer > 0 && per_peer >= from && per_peer < to
 }
 
-/// Whether collective `d` (every rank's descriptor: call it after arrival, when every rank
-/// has joined and probed) takes the single copy: [`preferred`] and nobody refused. Every
+/// Whether collective `d` (every rank's descriptor: call it after arrival and the probe
+/// round) takes the single copy: [`preferred`] and nobody refused. Every
 /// rank must also have published that its buffers allow it ([`buffers_ok`],
 /// `RankSlot::single_copy`): the caller checks every rank's.
 pub(crate) fn takes(c: &CommInner, d: &OpDesc) -> bool {
@@ -203,7 +224,7 @@ pub(crate) fn run(rv: &mut Rendezvous<'_>, recv: usize, scratch: &mut Vec<u8>) -
                 format!("died (pid {pid})")
             } else {
                 format!(
-                    "its buffer could not be read (process_vm_readv: {})",
+                    "could not be read (process_vm_readv: {})",
                     std::io::Error::from_raw_os_error(errno)
                 )
             };

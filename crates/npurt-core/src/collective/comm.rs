@@ -94,6 +94,8 @@ pub(crate) struct CommInner {
     /// `shm`: the group's single-copy setting (`cma.rs`), read from the board once (the
     /// board's header line is written at every phase: reading it per call is a miss).
     pub(crate) cma_setting: u64,
+    /// Whether this rank took part in the group's probe round (`cma::probe_peers`).
+    pub(crate) cma_probed: AtomicBool,
     _backing: Backing,
     timeout_ns: AtomicU64,
     /// (next ticket, next collective seq, next send/recv seq), claimed together.
@@ -120,6 +122,7 @@ impl Communicator {
     ) -> Self {
         let slot = board.rank(rank);
         slot.pid.store(std::process::id(), Relaxed);
+        slot.base.store(board.base() as u64, Relaxed);
         slot.state.store(ST_JOINED, Release);
         board.header().joined.fetch_add(1, AcqRel);
         board.wake();
@@ -137,6 +140,7 @@ impl Communicator {
             eager: areas.eager,
             eager_limit,
             cma_setting,
+            cma_probed: AtomicBool::new(false),
             _backing: backing,
             timeout_ns: AtomicU64::new(timeout.as_nanos().min(u64::MAX as u128) as u64),
             claims: Mutex::new((0, 0, 0)),

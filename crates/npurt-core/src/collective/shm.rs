@@ -153,7 +153,6 @@ pub fn create(
         h.fragment_bytes.store(fragment as u32, Relaxed);
         h.eager_limit.store(eager::limit_from_env(), Relaxed);
         h.cma_bytes.store(cma::setting(world, cpus), Relaxed);
-        h.base_addr.store(buf.addr() as u64, Relaxed);
         h.magic.store(MAGIC, Release);
     }
     Ok((attach(buf, 0, world, slot, fragment, timeout), key))
@@ -201,12 +200,6 @@ pub fn join(
     }
     if board.rank(rank).state.load(Acquire) != super::board::ST_EMPTY {
         return Err(err(format!("rank {rank} already joined this group")).into());
-    }
-    // The single copy reads peers' memory: when this rank cannot read rank 0's, the group
-    // stages everything (read after arrival at a collective, when every rank has joined).
-    if h.cma_bytes.load(Relaxed) != 0 && !cma::probe(board.rank(0).pid.load(Acquire), h.base_addr.load(Relaxed), MAGIC)
-    {
-        h.cma_refused.store(1, Release);
     }
     Ok(attach(buf, rank, world, slot, fragment, timeout))
 }
