@@ -117,7 +117,7 @@ pub(crate) unsafe fn read(pid: u32, local: usize, remote: usize, len: usize) -> 
 }
 
 /// Whether this process can read 8 bytes at `addr` in process `pid` and finds `expect`
-/// there (a joining rank reads the magic of rank 0's mapping of the board).
+/// there (the probe round reads the magic of each peer's mapping of the board).
 pub(crate) fn probe(pid: u32, addr: u64, expect: u64) -> bool {
     let mut v = 0u64;
     if pid == 0 || addr == 0 {
@@ -264,10 +264,7 @@ pub(crate) fn run(rv: &mut Rendezvous<'_>, recv: usize, scratch: &mut Vec<u8>) -
                 _ => (0, c, me as usize * c),
             };
             let step = (SCRATCH_BYTES / (e * (n as usize - 1).max(1))).max(1);
-            scratch.resize(
-                (step * e * (n as usize - 1)).min(SCRATCH_BYTES.max(e * (n as usize - 1))),
-                0,
-            );
+            scratch.resize(step * e * (n as usize - 1), 0); // at most SCRATCH_BYTES
             let mut p = a;
             while p < b {
                 let len = step.min(b - p);
@@ -284,14 +281,10 @@ pub(crate) fn run(rv: &mut Rendezvous<'_>, recv: usize, scratch: &mut Vec<u8>) -
                         k += 1;
                     }
                 }
-                let out = if d.kind == CollKind::AllReduce {
-                    recv + p * e
-                } else {
-                    recv + (p - a) * e
-                };
-                // SAFETY: every source is `len` elements (a peer's part now in `scratch`,
-                // or this rank's input, which equals `out` in place, never partly), `out`
-                // this rank's output part, which no peer reads in this step.
+                let out = recv + p * e; // (reduce_scatter: a = 0)
+                                        // SAFETY: every source is `len` elements (a peer's part now in `scratch`,
+                                        // or this rank's input, which equals `out` in place, never partly), `out`
+                                        // this rank's output part, which no peer reads in this step.
                 unsafe { reduce(out as *mut u8, &srcs, len, d.dtype, d.op) };
                 p += len;
             }

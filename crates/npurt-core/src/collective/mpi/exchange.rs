@@ -229,7 +229,7 @@ impl Exchange {
         let mut spin = if self.in_data { DATA_SPIN } else { SPIN };
         let nreq = 2 * (self.n - 1);
         // hot window: the notice and the clock every few polls (MPI calls take locks)
-        let (mut polls, mut hot) = (0u32, true);
+        let (mut polls, mut hot) = (0u32, !self.hot.is_zero());
         loop {
             polls = polls.wrapping_add(1);
             if self.in_data {
@@ -288,7 +288,7 @@ impl Exchange {
                 match self.complete() {
                     Some(o) => return o,
                     None => {
-                        (t0, pause, spin, hot) = (Instant::now(), Duration::ZERO, DATA_SPIN, true);
+                        (t0, pause, spin, hot) = (Instant::now(), Duration::ZERO, DATA_SPIN, !self.hot.is_zero());
                         continue;
                     }
                 }
