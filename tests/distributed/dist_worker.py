@@ -13,7 +13,8 @@ calling), ``hold`` (SLOW_RANK prints ``ready`` and waits to be SIGKILLed), ``des
 result's bytes as hex; ``bits_large``: above the eager limit, the sha256 of an all_reduce's
 and a reduce_scatter's results), ``hccl`` (HcclGetRootInfo through a file, HcclCommInitRootInfo,
 HcclAllReduce), ``chunks`` (collectives larger than a slot), ``barriers`` (barriers back to
-back with small all_reduces between).
+back with small all_reduces between), ``loop_big`` (large collectives, the single copy, until
+the test kills a rank).
 """
 
 import hashlib
@@ -84,6 +85,17 @@ def main(scenario: str) -> object:
                 ok &= np.array_equal(p.to_host(), np.arange(n, dtype=np.float32))
         dist.barrier()
         return bool(ok)
+    if scenario == "loop_big":  # large all_to_all / all_gather (the single copy) until a peer is killed
+        x = npurt.to_device(np.full(1 << 20, rank, np.float32))  # 4 MiB: 2 MiB per peer on 2 ranks
+        y = npurt.empty((1 << 20,), "float32")
+        g = npurt.empty((world << 20,), "float32")
+        for k in range(100_000):
+            dist.all_to_all_single(y, x)
+            dist.all_gather_into_tensor(g, x)
+            if k == 20:
+                npurt.current_stream().synchronize()
+                print(json.dumps({"ready": os.getpid()}), flush=True)
+        return "the loop ended"
     if scenario == "large":
         return large(rank, world)
     if scenario == "barriers":  # barriers back to back with small collectives between

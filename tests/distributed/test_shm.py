@@ -152,6 +152,18 @@ def test_sigkilled_rank():
     assert out[0]["err"] == "RankFailedError" and "rank 1 died" in out[0]["msg"], out[0]
 
 
+def test_rank_killed_during_single_copy_collectives():
+    """SIGKILL a rank while both loop over 4 MiB all_to_all / all_gather (peers' buffers read
+    with process_vm_readv): the survivor raises RankFailedError naming it, no hang."""
+    procs = launch("loop_big", 2, TIMEOUT=20)
+    ready = [json.loads(p.stdout.readline()) for p in procs]
+    assert all("ready" in r for r in ready), ready
+    os.kill(procs[1].pid, signal.SIGKILL)
+    out = results(procs[:1], timeout=60)
+    procs[1].wait()
+    assert out[0].get("err") == "RankFailedError" and "rank 1" in out[0]["msg"], out[0]
+
+
 def test_desync_across_processes():
     out = results(launch("desync", 2, SLOW_RANK=1))
     for res in out:
