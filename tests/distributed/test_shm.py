@@ -80,6 +80,14 @@ def test_single_copy_path(scenario, world):
         assert res.get("ok") in ([], True), f"rank {r}: {res}"
 
 
+@pytest.mark.parametrize("setting", ["junk", "-5", "0"])
+def test_single_copy_setting_unreadable_or_off(setting):
+    """NPURT_SHM_CMA_BYTES that does not parse falls back to the default windows; 0 turns
+    the single copy off: either way every collective completes with numpy's result."""
+    for r, res in enumerate(results(launch("chunks", 2, NPURT_SHM_CMA_BYTES=setting))):
+        assert res.get("ok") is True, f"rank {r}: {res}"
+
+
 def test_single_copy_off_when_a_rank_may_not_read_another():
     """Rank 0 non-dumpable, rank 1 without CAP_SYS_PTRACE: rank 1 may not read rank 0's
     memory (EPERM). The group's probe round sees it and every rank stages instead: the

@@ -185,14 +185,19 @@ pub(crate) fn staged(
     // Whether this rank's buffers allow the single copy, published before arrival; after
     // it every rank sees every rank's answer and the same descriptor, so all choose alike
     // (the answers stay until the next barrier, which nobody passes before reading them).
-    let ok = super::cma::buffers_ok(&d, n, me, send, recv);
-    rv.board.rank(me).single_copy.store(ok as u64, Relaxed);
-    rv.arrive(send as u64, recv as u64)?;
-    if super::cma::preferred(c, &d) && !c.cma_probed.load(Relaxed) {
-        super::cma::probe_peers(c, rv)?;
+    if c.cma_setting != 0 {
+        let ok = super::cma::buffers_ok(&d, n, me, send, recv);
+        rv.board.rank(me).single_copy.store(ok as u64, Relaxed);
     }
-    if super::cma::takes(c, &d) && (0..n).all(|r| rv.board.rank(r).single_copy.load(Relaxed) != 0) {
-        return super::cma::run(rv, recv, scratch);
+    rv.arrive(send as u64, recv as u64)?;
+    if super::cma::preferred(c, &d) {
+        if !c.cma_probed.load(Relaxed) {
+            super::cma::probe_peers(c, rv)?;
+        }
+        let all_ok = || (0..n).all(|r| rv.board.rank(r).single_copy.load(Relaxed) != 0);
+        if !super::cma::refused(c) && all_ok() {
+            return super::cma::run(rv, recv, scratch);
+        }
     }
     let e = d.dtype.size();
     let count = d.count as usize;

@@ -13,7 +13,8 @@
 //! collective it puts on the single copy every rank tries to read every peer's memory,
 //! and one that cannot turns the path off for the group: [`probe_peers`]) and per call on
 //! what every rank's descriptor holds plus every rank's word that its buffers allow it
-//! ([`takes`], [`buffers_ok`]), read after arrival, so every rank chooses the same path.
+//! ([`preferred`], [`refused`], [`buffers_ok`]), read after arrival, so every rank chooses
+//! the same path.
 //! Only within a window of sizes per kind ([`window`]): each read is a system call that
 //! pins the peer's pages, a lone reader leaves the root's core idle, and at sizes beyond
 //! the caches the staged path's streaming stores win.
@@ -150,7 +151,8 @@ pub(crate) fn probe_peers(c: &CommInner, rv: &mut Rendezvous<'_>) -> CResult<()>
 /// Whether the group's setting puts collective `d` on the single copy: the kind is one it
 /// runs and each peer's part lies in its [`window`]. Only the descriptor and rank 0's
 /// setting decide, so every rank answers alike even before all have joined: the eager
-/// path leaves these to the general one (`comm.rs`), which [`takes`] them after arrival.
+/// path leaves these to the general one (`comm.rs`), which takes them after arrival unless
+/// the group [`refused`] or a rank's buffers do not allow it (`algo::staged`).
 pub(crate) fn preferred(c: &CommInner, d: &OpDesc) -> bool {
     let min = c.cma_setting;
     if min == 0 {
@@ -169,12 +171,10 @@ pub(crate) fn preferred(c: &CommInner, d: &OpDesc) -> bool {
     per_peer > 0 && per_peer >= from && per_peer < to
 }
 
-/// Whether collective `d` (every rank's descriptor: call it after arrival and the probe
-/// round) takes the single copy: [`preferred`] and nobody refused. Every
-/// rank must also have published that its buffers allow it ([`buffers_ok`],
-/// `RankSlot::single_copy`): the caller checks every rank's.
-pub(crate) fn takes(c: &CommInner, d: &OpDesc) -> bool {
-    c.board.header().cma_refused.load(Acquire) == 0 && preferred(c, d)
+/// Whether a rank of the group could not read a peer's memory (call it after the probe
+/// round, [`probe_peers`]): then no collective takes the single copy.
+pub(crate) fn refused(c: &CommInner) -> bool {
+    c.board.header().cma_refused.load(Acquire) != 0
 }
 
 /// Whether this rank's buffers allow the single copy's steps: disjoint, or one of the
@@ -191,7 +191,8 @@ pub(crate) fn buffers_ok(d: &OpDesc, n: u32, me: u32, send: usize, recv: usize) 
         || (d.kind == CollKind::AllGather && send == recv + me as usize * sb)
 }
 
-/// One rank's side of a collective that [`takes`] the single copy, after
+/// One rank's side of a collective that takes the single copy ([`preferred`], nobody
+/// [`refused`], every rank's buffers allow it), after
 /// `rv.arrive(send, recv)` (every rank's addresses are on the board); `recv`: this rank's
 /// output; ends with the closing barrier. `scratch`: this rank's
 /// reusable scratch (grown to [`SCRATCH_BYTES`] at most).
@@ -281,11 +282,10 @@ pub(crate) fn run(rv: &mut Rendezvous<'_>, recv: usize, scratch: &mut Vec<u8>) -
                         k += 1;
                     }
                 }
-                let out = recv + p * e; // (reduce_scatter: a = 0)
-                                        // SAFETY: every source is `len` elements (a peer's part now in `scratch`,
-                                        // or this rank's input, which equals `out` in place, never partly), `out`
-                                        // this rank's output part, which no peer reads in this step.
-                unsafe { reduce(out as *mut u8, &srcs, len, d.dtype, d.op) };
+                // SAFETY: every source is `len` elements (a peer's part now in `scratch`, or
+                // this rank's input, which equals the output in place, never partly); the
+                // output (reduce_scatter: a = 0) is this rank's part, no peer reads it now.
+                unsafe { reduce((recv + p * e) as *mut u8, &srcs, len, d.dtype, d.op) };
                 p += len;
             }
             if d.kind == CollKind::AllReduce {
@@ -296,7 +296,7 @@ pub(crate) fn run(rv: &mut Rendezvous<'_>, recv: usize, scratch: &mut Vec<u8>) -
                 }
             }
         }
-        _ => unreachable!("takes() admits only the kinds above"),
+        _ => unreachable!("preferred() admits only the kinds above"),
     }
     // No rank leaves (and changes its buffers or its board row) while another still reads.
     rv.barrier()
