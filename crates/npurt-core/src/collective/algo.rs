@@ -12,13 +12,12 @@
 //! **`shm`** ([`staged`]): each process's buffers are its own, so data is staged through
 //! the per-rank slots of the communicator's shared segment, in pieces of at most one slot:
 //! a rank copies its piece into its slot, a barrier, every rank works on its share
-//! reading the peers' slots (each rank reducing its own chunk in place in its slot), a
-//! barrier, the results are copied out, a barrier before the slots are reused. In an
-//! all_to_all or reduce_scatter a rank stages only the sub-pieces its peers need and reads
-//! its own from its send buffer (unless the buffers overlap); copies into receive buffers
-//! adding up to [`STREAM_BYTES`] over the group use non-temporal stores ([`copy_out`]). A broadcast is a
-//! ring of fragments in the root's slot, an all_gather a ring through every rank's slot
-//! (`ring.rs`).
+//! reading the peers' slots, a barrier before the slots are reused. In an all_to_all or
+//! reduce_scatter a rank stages only the sub-pieces its peers need and reads its own from
+//! its send buffer (unless the buffers overlap); copies into receive buffers adding up to
+//! [`STREAM_BYTES`] over the group use non-temporal stores ([`copy_out`]). A broadcast is
+//! a ring of fragments in the root's slot, an all_gather and an all_reduce (or reduce)
+//! rings through every rank's slot (`ring.rs`).
 //!
 //! **send / recv** ([`p2p`]) use the pair mailboxes of the board. The k-th chunk from
 //! `src` to `dst`: the sender fills in the mailbox (descriptor, and the data's address for
@@ -217,25 +216,7 @@ pub(crate) fn staged(
     // byte of a slot is written by at most one rank while no other rank reads it.
     match d.kind {
         CollKind::AllReduce | CollKind::Reduce => {
-            // Every chunk is staged, the rank's own too: reading the own chunk from the
-            // send buffer instead (as all_to_all does) was slower on 2 Zen 5 cores
-            // (256 KiB 33 -> 42 us, 16 MiB 1.4 -> 1.8 ms; docs/BENCH.md).
-            for p in (0..count).step_by(per_slot) {
-                let len = per_slot.min(count - p);
-                unsafe { copy(mine, send + p * e, len * e) };
-                rv.barrier()?;
-                let (a, b) = chunk(len as u64, n, me);
-                let srcs: Vec<*const u8> = (0..n).map(|r| (slot(r) + a * e) as *const u8).collect();
-                unsafe { reduce((mine + a * e) as *mut u8, &srcs, b - a, d.dtype, d.op) };
-                rv.barrier()?;
-                if d.kind == CollKind::AllReduce || me == d.root {
-                    for j in 0..n {
-                        let (a, b) = chunk(len as u64, n, j);
-                        unsafe { copy_out(recv + (p + a) * e, slot(j) + a * e, (b - a) * e, out) };
-                    }
-                }
-                rv.barrier()?;
-            }
+            super::ring::all_reduce(rv, (c.slots, c.slot_bytes, c.fragment_bytes), send, recv, out)?
         }
         CollKind::Broadcast => {
             super::ring::broadcast(rv, (slot(d.root), c.slot_bytes, c.fragment_bytes), send, recv, out)?

@@ -61,10 +61,13 @@ pub(crate) fn setting(world: u32, cpus: usize) -> u64 {
 ///   and staged paths), up to where the staged path's streaming stores start (`stream`:
 ///   the group's results reach `STREAM_BYTES`; 64 MiB: the staged path 1.3x faster, its
 ///   stores skip the reads);
-/// - broadcast 128 KiB-2 MiB (128 KiB-1 MiB 2-3x; 4-64 MiB: the ring through the root's
-///   slot keeps both cores busy, a lone reader does not; below, the eager path);
-/// - all_reduce from 2 MiB (4-64 MiB 1.2-2x; below, the second step reads chunks a peer
-///   has just written, slower than the slots);
+/// - broadcast 64 KiB-2 MiB (128 KiB-1 MiB 2-3x, 64 KiB 3.4 against the eager path's
+///   4.2-4.3 µs, 32 KiB no faster; 4-64 MiB: the ring through the root's slot keeps both
+///   cores busy, a lone reader does not);
+/// - all_reduce from 1 MiB (buffers of 2-64 MiB on 2 ranks 1.2-2x; 1.5 MiB: 285 µs
+///   against the slots' ring 242-256, 2 MiB 247-259 against 341-360: the fold then leaves
+///   the L2, and a buffer of 2 MiB or more lies on huge pages: the kernel pins one page
+///   for each 2 MiB read instead of 512);
 /// - reduce_scatter 8 KiB-512 KiB (1.1-2x; from 4 MiB the staged path).
 ///
 /// With more ranks than cores ([`AUTO_CROWDED`]) nothing below 64 KiB: each read is a
@@ -78,8 +81,11 @@ pub(crate) fn window(kind: CollKind, min: u64, stream: bool) -> (u64, u64) {
     };
     match kind {
         CollKind::AllGather | CollKind::AllToAll if !stream => (pick(8 << 10), u64::MAX),
-        CollKind::Broadcast => (pick(128 << 10), 2 << 20),
-        CollKind::AllReduce => (pick(2 << 20), u64::MAX),
+        // crowded: a reader per core at a time (4 ranks on 2 cores, 64 KiB: 15.9-17.9 µs
+        // against the eager path's 11.0-11.7)
+        CollKind::Broadcast if min == AUTO_CROWDED => (128 << 10, 2 << 20),
+        CollKind::Broadcast => (pick(64 << 10), 2 << 20),
+        CollKind::AllReduce => (pick(1 << 20), u64::MAX),
         CollKind::ReduceScatter => (pick(8 << 10), 512 << 10),
         _ => (u64::MAX, 0),
     }
@@ -338,10 +344,11 @@ mod tests {
         let k = 1u64 << 10;
         assert_eq!(window(AllToAll, AUTO, false), (8 * k, u64::MAX));
         assert_eq!(window(AllGather, AUTO, true).0, u64::MAX); // streaming stores: staged
-        assert_eq!(window(Broadcast, AUTO, false), (128 * k, 2048 * k));
+        assert_eq!(window(Broadcast, AUTO, false), (64 * k, 2048 * k));
         assert_eq!(window(AllGather, AUTO_CROWDED, false).0, 64 * k); // more ranks than cores
-        assert_eq!(window(AllReduce, AUTO_CROWDED, false).0, 2048 * k);
-        assert_eq!(window(AllReduce, AUTO, true), (2048 * k, u64::MAX));
+        assert_eq!(window(Broadcast, AUTO_CROWDED, false).0, 128 * k);
+        assert_eq!(window(AllReduce, AUTO_CROWDED, false).0, 1024 * k);
+        assert_eq!(window(AllReduce, AUTO, true), (1024 * k, u64::MAX));
         assert_eq!(window(ReduceScatter, AUTO, false), (8 * k, 512 * k));
         assert_eq!(window(AllReduce, 1, false).0, 1); // an explicit setting: every kind
         assert_eq!(window(Reduce, AUTO, false).0, u64::MAX); // not run here
