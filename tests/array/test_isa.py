@@ -14,7 +14,7 @@ from npurt import _npurt
 ORDER = ["scalar", "avx2", "avx512"]
 INFO = npurt.isa_info()
 LEVELS = ORDER[: ORDER.index(INFO["detected"]) + 1]
-FAMILIES = {"gemm", "elementwise", "cast", "softmax", "norm", "reduce"}
+FAMILIES = {"gemm", "elementwise", "cast", "softmax", "norm", "reduce", "collective"}
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 

@@ -57,6 +57,7 @@ pub mod current;
 pub mod error;
 pub mod fault;
 pub mod ipc;
+pub mod isa;
 pub mod logging;
 pub mod memory;
 pub mod probe;

@@ -1,76 +1,13 @@
-//! The ISA rule: which instruction-set path each kernel family runs, chosen at run time
-//! (never at compile time: one build runs on any x86-64 CPU).
-//!
-//! * Detected level: [`Isa::Avx512`] when the CPU has AVX-512 F, BW, VL and DQ plus AVX2
-//!   and FMA; [`Isa::Avx2`] with AVX2 and FMA; else [`Isa::Scalar`] (baseline x86-64, SSE2;
-//!   every non-x86 target).
-//! * Cap: `NPURT_ISA=auto|avx512|avx2|scalar` (read once, at first use). A level above
-//!   the CPU's caps to what the CPU has. An invalid value is a *logged fallback*: one line
-//!   on stderr and `auto`, and [`report`] carries the warning (so a bench header shows it).
-//! * Test override ([`force`]): caps further, for tests that run every family under each
-//!   path in one process.
-//!
-//! The active level is one relaxed atomic load on the hot paths ([`level`], [`path`]).
-//! Each [`Family`] has a best path (the highest level it has code for, kept only where
-//! it measured faster); the path it runs is `min(level, best)`.
+//! The kernel families' paths over the ISA rule of `npurt_core::isa` (re-exported here:
+//! the detected level, the `NPURT_ISA` cap, the test override, [`level`]): each
+//! [`Family`] has a best path (the highest level it has code for, kept only where it
+//! measured faster); the path it runs is `min(level, best)` ([`path`], one relaxed atomic
+//! load once initialised).
 
 mod report;
 
+pub use npurt_core::isa::{available, detected, force, level, Isa};
 pub use report::{cpu_model, report, IsaReport};
-
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
-
-/// An instruction-set level, ordered: `Scalar < Avx2 < Avx512`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum Isa {
-    /// Baseline code (x86-64: SSE2), what the compiler targets by default.
-    Scalar = 0,
-    /// AVX2 + FMA.
-    Avx2 = 1,
-    /// AVX-512 F/BW/VL/DQ + AVX2 + FMA.
-    Avx512 = 2,
-}
-
-impl Isa {
-    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
-
-    /// `"scalar"`, `"avx2"` or `"avx512"` (the `NPURT_ISA` spelling).
-    pub const fn name(self) -> &'static str {
-        match self {
-            Isa::Scalar => "scalar",
-            Isa::Avx2 => "avx2",
-            Isa::Avx512 => "avx512",
-        }
-    }
-
-    /// Parses an `NPURT_ISA` value: `Some(None)` for `auto` (or empty), `Some(Some(level))`
-    /// for a level name (case-insensitive, surrounding blanks ignored), `None` if invalid.
-    pub fn parse_cap(s: &str) -> Option<Option<Isa>> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" => Some(None),
-            "avx512" => Some(Some(Isa::Avx512)),
-            "avx2" => Some(Some(Isa::Avx2)),
-            "scalar" => Some(Some(Isa::Scalar)),
-            _ => None,
-        }
-    }
-
-    fn from_u8(v: u8) -> Isa {
-        match v {
-            2 => Isa::Avx512,
-            1 => Isa::Avx2,
-            _ => Isa::Scalar,
-        }
-    }
-}
-
-impl std::fmt::Display for Isa {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The kernel families, each with its own best path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,16 +24,20 @@ pub enum Family {
     Norm,
     /// sum, mean, max, min, argmax.
     Reduce,
+    /// The collectives' rank-order fold (`npurt_core`'s `collective/reduce.rs`, which runs
+    /// at [`level`]: the same as this family's path).
+    Collective,
 }
 
 impl Family {
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Gemm,
         Family::Elementwise,
         Family::Cast,
         Family::Softmax,
         Family::Norm,
         Family::Reduce,
+        Family::Collective,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -107,6 +48,7 @@ impl Family {
             Family::Softmax => "softmax",
             Family::Norm => "norm",
             Family::Reduce => "reduce",
+            Family::Collective => "collective",
         }
     }
 
@@ -115,7 +57,12 @@ impl Family {
     /// float→int casts run AVX2; max/min/argmax and column-wise sums run the portable code.
     pub const fn best(self) -> Isa {
         match self {
-            Family::Gemm | Family::Elementwise | Family::Cast | Family::Softmax | Family::Reduce => Isa::Avx512,
+            Family::Gemm
+            | Family::Elementwise
+            | Family::Cast
+            | Family::Softmax
+            | Family::Reduce
+            | Family::Collective => Isa::Avx512,
             // AVX-512 measured slower than AVX2 for f32 rows (faster for f16/bf16).
             Family::Norm => Isa::Avx2,
         }
@@ -180,128 +127,15 @@ pub(crate) fn vectorize<Op: pulp::WithSimd>(level: Isa, op: Op) -> Op::Output {
     op.with_simd(pulp::Scalar::new())
 }
 
-/// What the CPU supports (std caches the feature detection; this caches the rule).
-pub fn detected() -> Isa {
-    static DETECTED: OnceLock<Isa> = OnceLock::new();
-    *DETECTED.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            let v3 = has!("avx2") && has!("fma");
-            if v3 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512dq") {
-                return Isa::Avx512;
-            }
-            if v3 {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Scalar
-    })
-}
-
-/// `NPURT_ISA` as read at first use.
-struct EnvCap {
-    /// The raw value (`None`: unset).
-    raw: Option<String>,
-    /// The parsed cap (`None`: auto).
-    cap: Option<Isa>,
-    /// Set when the value was invalid (and ignored).
-    warning: Option<String>,
-}
-
-fn env_cap() -> &'static EnvCap {
-    static ENV: OnceLock<EnvCap> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let raw = std::env::var("NPURT_ISA").ok();
-        let (cap, warning) = match raw.as_deref().map(Isa::parse_cap) {
-            None => (None, None),
-            Some(Some(cap)) => (cap, None),
-            Some(None) => {
-                let w = format!(
-                    "NPURT_ISA={:?} is not one of auto, avx512, avx2, scalar; using auto",
-                    raw.as_deref().unwrap_or_default()
-                );
-                eprintln!("npurt: {w}");
-                (None, Some(w))
-            }
-        };
-        EnvCap { raw, cap, warning }
-    })
-}
-
-/// The level from the CPU and `NPURT_ISA` (no test override).
-fn base_level() -> Isa {
-    let d = detected();
-    env_cap().cap.map_or(d, |c| c.min(d))
-}
-
-const UNSET: u8 = u8::MAX;
-/// The active level (`base_level`, further capped by [`force`]), or `UNSET`.
-static ACTIVE: AtomicU8 = AtomicU8::new(UNSET);
-/// The test override (`UNSET`: none).
-static FORCED: AtomicU8 = AtomicU8::new(UNSET);
-
-#[cold]
-#[inline(never)]
-fn init_level() -> Isa {
-    let forced = FORCED.load(Ordering::Relaxed);
-    let mut l = base_level();
-    if forced != UNSET {
-        l = l.min(Isa::from_u8(forced));
-    }
-    ACTIVE.store(l as u8, Ordering::Relaxed);
-    l
-}
-
-/// The active level: the CPU's, capped by `NPURT_ISA` and the test override. One relaxed
-/// load once initialised.
-#[inline]
-pub fn level() -> Isa {
-    match ACTIVE.load(Ordering::Relaxed) {
-        UNSET => init_level(),
-        v => Isa::from_u8(v),
-    }
-}
-
 /// The path `family` runs now: `min(level(), family.best())`.
 #[inline]
 pub fn path(family: Family) -> Isa {
     level().min(family.best())
 }
 
-/// Test override: caps the level at `cap` (`None` removes the override). Kernels running
-/// concurrently may see either level (each block reads it once), so tests that change it
-/// serialise themselves and compare results only after their launches completed.
-#[doc(hidden)]
-pub fn force(cap: Option<Isa>) {
-    FORCED.store(cap.map_or(UNSET, |c| c as u8), Ordering::Relaxed);
-    let l = cap.map_or(base_level(), |c| base_level().min(c));
-    ACTIVE.store(l as u8, Ordering::Relaxed);
-}
-
-/// The levels this CPU can run (every level up to the detected one): what tests sweep.
-pub fn available() -> Vec<Isa> {
-    Isa::ALL.into_iter().filter(|&l| l <= detected()).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_cap_accepts_the_documented_values() {
-        let (a5, a2, sc) = (Some(Some(Isa::Avx512)), Some(Some(Isa::Avx2)), Some(Some(Isa::Scalar)));
-        let cases = [
-            ("auto", Some(None)),
-            ("", Some(None)),
-            (" AVX512 ", a5),
-            ("avx2", a2),
-            ("scalar", sc),
-        ];
-        for (text, want) in cases.into_iter().chain([("avx-512", None), ("sse", None)]) {
-            assert_eq!(Isa::parse_cap(text), want, "{text:?}");
-        }
-    }
 
     #[test]
     fn levels_are_ordered_and_families_capped() {

@@ -1,8 +1,8 @@
 //! What the ISA rule tells: the CPU model, the detected level, the cap and each family's
 //! path ([`IsaReport`]), for the benches, the demo and `npurt.isa_info()`.
 
-use super::{detected, env_cap, level, path, Family, Isa, FORCED, UNSET};
-use std::sync::atomic::Ordering;
+use super::{detected, level, path, Family, Isa};
+use npurt_core::isa::{env_cap, forced};
 use std::sync::OnceLock;
 
 /// Where kernels run: the CPU model, the detected level, the cap and the path of each
@@ -51,16 +51,12 @@ impl std::fmt::Display for IsaReport {
 /// The current [`IsaReport`].
 pub fn report() -> IsaReport {
     let env = env_cap();
-    let forced = match FORCED.load(Ordering::Relaxed) {
-        UNSET => None,
-        v => Some(Isa::from_u8(v)),
-    };
     IsaReport {
         cpu_model: cpu_model().to_string(),
         detected: detected(),
         requested: env.raw.clone().unwrap_or_else(|| "auto".into()),
         cap: env.cap,
-        forced,
+        forced: forced(),
         level: level(),
         paths: Family::ALL.iter().map(|&f| (f.name(), path(f))).collect(),
         warning: env.warning.clone(),
