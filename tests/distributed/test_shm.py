@@ -58,6 +58,15 @@ def test_matrix_on_the_general_path():
         assert res.get("ok") == [], f"rank {r}: {res}"
 
 
+@pytest.mark.parametrize("slot,fragment", [("16384", "16384"), ("65536", "4096")])
+def test_matrix_on_the_general_path_in_many_fragments(slot, fragment):
+    """The all_reduce / reduce ring through the slots over many fragments: one entry a
+    slot (every fragment waits for the last one to be read) and eight (ranks run ahead)."""
+    env = dict(NPURT_SHM_SLOT_BYTES=slot, NPURT_SHM_FRAGMENT_BYTES=fragment, NPURT_SHM_CMA_BYTES="0")
+    for r, res in enumerate(results(launch("matrix_general", 3, **env))):
+        assert res.get("ok") == [], f"rank {r}: {res}"
+
+
 def test_spot_check_8_ranks_and_many_pieces():
     for r, res in enumerate(results(launch("chunks", 8, NPURT_SHM_SLOT_BYTES=16384))):
         assert res.get("ok") is True, f"rank {r}: {res}"
