@@ -13,8 +13,8 @@ calling), ``hold`` (SLOW_RANK prints ``ready`` and waits to be SIGKILLed), ``des
 result's bytes as hex; ``bits_large``: above the eager limit, the sha256 of an all_reduce's
 and a reduce_scatter's results), ``hccl`` (HcclGetRootInfo through a file, HcclCommInitRootInfo,
 HcclAllReduce), ``chunks`` (collectives larger than a slot), ``barriers`` (barriers back to
-back with small all_reduces between), ``loop_big`` (large collectives, the single copy, until
-the test kills a rank).
+back with small all_reduces between), ``loop_big`` (large collectives, the single copy, or
+with LOOP=all_reduce 1 MiB all_reduces on the slots' ring, until the test kills a rank).
 """
 
 import hashlib
@@ -89,9 +89,15 @@ def main(scenario: str) -> object:
         x = npurt.to_device(np.full(1 << 20, rank, np.float32))  # 4 MiB: 2 MiB per peer on 2 ranks
         y = npurt.empty((1 << 20,), "float32")
         g = npurt.empty((world << 20,), "float32")
+        z = npurt.to_device(np.ones(1 << 18, np.float32))  # 1 MiB all_reduce: the ring through the slots
+        ring = os.environ.get("LOOP") == "all_reduce"
         for k in range(100_000):
-            dist.all_to_all_single(y, x)
-            dist.all_gather_into_tensor(g, x)
+            if ring:
+                dist.all_reduce(z)
+                dist.all_reduce(z, op=dist.ReduceOp.MAX)
+            else:
+                dist.all_to_all_single(y, x)
+                dist.all_gather_into_tensor(g, x)
             if k == 20:
                 npurt.current_stream().synchronize()
                 print(json.dumps({"ready": os.getpid()}), flush=True)

@@ -169,10 +169,12 @@ def test_sigkilled_rank():
     assert out[0]["err"] == "RankFailedError" and "rank 1 died" in out[0]["msg"], out[0]
 
 
-def test_rank_killed_during_single_copy_collectives():
+@pytest.mark.parametrize("loop", ["copies", "all_reduce"])
+def test_rank_killed_during_large_collectives(loop):
     """SIGKILL a rank while both loop over 4 MiB all_to_all / all_gather (peers' buffers read
-    with process_vm_readv): the survivor raises RankFailedError naming it, no hang."""
-    procs = launch("loop_big", 2, TIMEOUT=20)
+    with process_vm_readv) or over 1 MiB all_reduces (the ring of fragments through the
+    slots): the survivor raises RankFailedError naming it, no hang."""
+    procs = launch("loop_big", 2, TIMEOUT=20, LOOP=loop)
     ready = [json.loads(p.stdout.readline()) for p in procs]
     assert all("ready" in r for r in ready), ready
     os.kill(procs[1].pid, signal.SIGKILL)
