@@ -99,8 +99,11 @@ const LANES: usize = 64;
 
 /// Folds `LANES` elements at byte offset `off` of every source into `dst` (`n <= LANES`
 /// of them: the tail is the same code on a partial group).
+///
+/// # Safety
+/// Every source readable and `dst` writable at `off` for `n` elements of `T` (as [`reduce`]).
 #[inline(always)]
-fn group<T: Elem>(
+unsafe fn group<T: Elem>(
     dst: *mut u8,
     srcs: &[*const u8],
     (off, n): (usize, usize),
@@ -141,19 +144,26 @@ fn group<T: Elem>(
     unsafe { std::ptr::copy_nonoverlapping(out.as_ptr().cast::<u8>(), dst.add(off), n * size) };
 }
 
+/// # Safety
+/// As [`reduce`], for `nelem` elements of `T`.
 #[inline(always)]
-fn reduce_typed<T: Elem>(dst: *mut u8, srcs: &[*const u8], nelem: usize, op: ReduceOp) {
-    match op {
-        ReduceOp::Sum => run::<T>(dst, srcs, nelem, T::add, false),
-        ReduceOp::Avg => run::<T>(dst, srcs, nelem, T::add, true),
-        ReduceOp::Prod => run::<T>(dst, srcs, nelem, T::mul, false),
-        ReduceOp::Max => run::<T>(dst, srcs, nelem, T::max, false),
-        ReduceOp::Min => run::<T>(dst, srcs, nelem, T::min, false),
+unsafe fn reduce_typed<T: Elem>(dst: *mut u8, srcs: &[*const u8], nelem: usize, op: ReduceOp) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match op {
+            ReduceOp::Sum => run::<T>(dst, srcs, nelem, T::add, false),
+            ReduceOp::Avg => run::<T>(dst, srcs, nelem, T::add, true),
+            ReduceOp::Prod => run::<T>(dst, srcs, nelem, T::mul, false),
+            ReduceOp::Max => run::<T>(dst, srcs, nelem, T::max, false),
+            ReduceOp::Min => run::<T>(dst, srcs, nelem, T::min, false),
+        }
     }
 }
 
+/// # Safety
+/// As [`reduce`], for `nelem` elements of `T`.
 #[inline(always)]
-fn run<T: Elem>(
+unsafe fn run<T: Elem>(
     dst: *mut u8,
     srcs: &[*const u8],
     nelem: usize,
@@ -164,7 +174,8 @@ fn run<T: Elem>(
     let mut done = 0usize;
     while done < nelem {
         let n = LANES.min(nelem - done);
-        group::<T>(dst, srcs, (done * size, n), f, avg);
+        // SAFETY: `done + n <= nelem`: inside every buffer (the caller's contract).
+        unsafe { group::<T>(dst, srcs, (done * size, n), f, avg) };
         done += n;
     }
 }
@@ -182,11 +193,13 @@ pub(crate) unsafe fn reduce(dst: *mut u8, srcs: &[*const u8], nelem: usize, dtyp
         use crate::isa::Isa;
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")]
         unsafe fn v4(dst: *mut u8, srcs: &[*const u8], nelem: usize, dtype: HcclDataType, op: ReduceOp) {
-            by_type(dst, srcs, nelem, dtype, op)
+            // SAFETY: `reduce`'s contract, passed on.
+            unsafe { by_type(dst, srcs, nelem, dtype, op) }
         }
         #[target_feature(enable = "avx2,fma")]
         unsafe fn v3(dst: *mut u8, srcs: &[*const u8], nelem: usize, dtype: HcclDataType, op: ReduceOp) {
-            by_type(dst, srcs, nelem, dtype, op)
+            // SAFETY: `reduce`'s contract, passed on.
+            unsafe { by_type(dst, srcs, nelem, dtype, op) }
         }
         match crate::isa::level() {
             // SAFETY: the level never exceeds the detected one (`isa::level`), so the CPU
@@ -198,25 +211,31 @@ pub(crate) unsafe fn reduce(dst: *mut u8, srcs: &[*const u8], nelem: usize, dtyp
             Isa::Scalar => {}
         }
     }
-    by_type(dst, srcs, nelem, dtype, op)
+    // SAFETY: the caller's contract, passed on.
+    unsafe { by_type(dst, srcs, nelem, dtype, op) }
 }
 
+/// # Safety
+/// As [`reduce`].
 #[inline(always)]
-fn by_type(dst: *mut u8, srcs: &[*const u8], nelem: usize, dtype: HcclDataType, op: ReduceOp) {
+unsafe fn by_type(dst: *mut u8, srcs: &[*const u8], nelem: usize, dtype: HcclDataType, op: ReduceOp) {
     use HcclDataType as D;
-    match dtype {
-        D::Int8 => reduce_typed::<i8>(dst, srcs, nelem, op),
-        D::Int16 => reduce_typed::<i16>(dst, srcs, nelem, op),
-        D::Int32 => reduce_typed::<i32>(dst, srcs, nelem, op),
-        D::Int64 => reduce_typed::<i64>(dst, srcs, nelem, op),
-        D::Uint8 => reduce_typed::<u8>(dst, srcs, nelem, op),
-        D::Uint16 => reduce_typed::<u16>(dst, srcs, nelem, op),
-        D::Uint32 => reduce_typed::<u32>(dst, srcs, nelem, op),
-        D::Uint64 => reduce_typed::<u64>(dst, srcs, nelem, op),
-        D::Fp16 => reduce_typed::<f16>(dst, srcs, nelem, op),
-        D::Bfp16 => reduce_typed::<bf16>(dst, srcs, nelem, op),
-        D::Fp32 => reduce_typed::<f32>(dst, srcs, nelem, op),
-        D::Fp64 => reduce_typed::<f64>(dst, srcs, nelem, op),
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        match dtype {
+            D::Int8 => reduce_typed::<i8>(dst, srcs, nelem, op),
+            D::Int16 => reduce_typed::<i16>(dst, srcs, nelem, op),
+            D::Int32 => reduce_typed::<i32>(dst, srcs, nelem, op),
+            D::Int64 => reduce_typed::<i64>(dst, srcs, nelem, op),
+            D::Uint8 => reduce_typed::<u8>(dst, srcs, nelem, op),
+            D::Uint16 => reduce_typed::<u16>(dst, srcs, nelem, op),
+            D::Uint32 => reduce_typed::<u32>(dst, srcs, nelem, op),
+            D::Uint64 => reduce_typed::<u64>(dst, srcs, nelem, op),
+            D::Fp16 => reduce_typed::<f16>(dst, srcs, nelem, op),
+            D::Bfp16 => reduce_typed::<bf16>(dst, srcs, nelem, op),
+            D::Fp32 => reduce_typed::<f32>(dst, srcs, nelem, op),
+            D::Fp64 => reduce_typed::<f64>(dst, srcs, nelem, op),
+        }
     }
 }
 

@@ -134,9 +134,9 @@ pub(crate) fn all_gather(
 /// copying); the copies out start at the rank's own chunk and go round, so two ranks never
 /// read the same chunk at once (a chunk read by its owner while a peer pulls it across:
 /// 2 ranks, 1 MiB 201-208 µs; each its own first: 174-181). Fragments of an eighth of a
-/// slot (at least the group's fragment; 2 ranks on 2 Xeon vCPUs, 1 MiB slots, 1 MiB: 32
-/// KiB fragments 259-279 µs, 64 KiB 224-227, 128 KiB 152-160; the one piece of a whole
-/// slot with three barriers: 174-181): a fragment stays in the caches between the stages.
+/// slot (at least the group's fragment; 2 ranks on 2 Xeon vCPUs, 1 MiB slots, 1 MiB: 64
+/// KiB fragments 182 µs, 128 KiB 152-160; the one piece of a whole slot with three
+/// barriers: 174-181): a fragment stays in the caches between the stages.
 pub(crate) fn all_reduce(
     rv: &mut Rendezvous<'_>,
     (slots, slot_bytes, fragment): (usize, usize, usize),
@@ -156,6 +156,7 @@ pub(crate) fn all_reduce(
     let base = *rv.phase;
     let others = |r: u32| r != me;
     let keep = d.kind == CollKind::AllReduce || me == d.root;
+    let mut srcs: Vec<*const u8> = Vec::with_capacity(n as usize);
     for k in 0..pieces {
         let (p, len) = (k * f, f.min(count - k * f));
         let part = |j: u32| chunk(len as u64, n, j);
@@ -180,7 +181,8 @@ pub(crate) fn all_reduce(
                 entry(r, k) + a * e
             }
         };
-        let srcs: Vec<*const u8> = (0..n).map(|r| at(r) as *const u8).collect();
+        srcs.clear();
+        srcs.extend((0..n).map(|r| at(r) as *const u8));
         // SAFETY: chunk `me` of every peer's entry was staged before the phase waited for
         // (Release / Acquire) and is not refilled before this rank's next advances; this
         // rank alone writes chunk `me` of its entry in this stage (the peers read it only
