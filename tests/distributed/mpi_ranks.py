@@ -202,6 +202,27 @@ def check_all(r: int, n: int) -> None:
     queued = ON_CALLER.count(False) + after[1] - before[1]
     expect((here, queued) == (4, 1) and ON_CALLER[:1] != [True], f"burst on the calling thread: {ON_CALLER}, native {before} -> {after}")
 
+    # idle streams and nobody observing: the one-call path runs the exchange on this thread
+    # with no task on the communication stream (the direct path); with the profiler on, the
+    # collective is a task of that stream again, and the profile names it
+    from npurt import profiler
+    from npurt.distributed._group import _default
+    cs = next(iter(_default()._streams.values()))
+    d = npurt.to_device(np.full(256, r + 1, np.float32))
+    host(d)
+    sub0, st0 = cs.submitted, native()
+    for _ in range(3):
+        dist.all_reduce(d)
+    want = n * (n + 1) // 2 * n * n
+    expect(cs.submitted == sub0 and native()[0] - st0[0] == 3 and np.array_equal(host(d), np.full(256, want)),
+           f"direct path: {cs.submitted - sub0} tasks, native {st0} -> {native()}")
+    with profiler.profile() as prof:
+        dist.all_reduce(d)
+        host(d)
+    table = prof.key_averages().table()
+    expect(cs.submitted == sub0 + 1 and "HcclAllReduce" in table and np.array_equal(host(d), np.full(256, want * n)),
+           f"profiled one-call collective: {cs.submitted - sub0} tasks; {table}")
+
     # list forms
     lst = [npurt.zeros(5) for _ in range(n)]
     dist.all_gather(lst, npurt.to_device(np.full(5, r, np.float32)))

@@ -180,6 +180,38 @@ def test_the_eager_limit_is_the_groups(monkeypatch, limit, phases):
         assert max(ph) == phases, ph
 
 
+def test_blocking_collectives_on_idle_streams_run_without_a_task():
+    """On idle streams, with nothing observing them, a blocking collective runs on the
+    calling thread with no task on the group's communication stream (the direct path); one
+    that fails there leaves a single failed task on that stream, whose error is raised where
+    the result is read."""
+    from npurt.distributed._group import _default
+
+    def body(rank):
+        x = npurt.to_device(np.ones(256, np.float32), device=rank)
+        dist.all_reduce(x)  # the first call makes the communication stream
+        x.to_host()
+        cs = next(iter(_default()._streams.values()))
+        n0 = cs.submitted
+        for _ in range(3):
+            dist.all_reduce(x)
+        direct = (cs.submitted - n0, bool((x.to_host() == 16).all()))
+        dist.barrier()
+        n1 = cs.submitted
+        try:
+            if rank == 0:
+                dist.all_reduce(x)
+            else:
+                dist.broadcast(x, 0)
+            x.to_host()
+            err = None
+        except npurt.CollectiveDesyncError as e:
+            err = e.message
+        return direct, cs.submitted - n1, err is not None and "desync" in err
+
+    assert run_ranks(2, body, timeout=5.0) == [((0, True), 1, True)] * 2
+
+
 def test_profiles_show_collectives_under_hccl_names():
     """A collective is a host-engine task, but profiles name it as HCCL does."""
     from npurt import profiler

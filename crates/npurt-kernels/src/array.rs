@@ -249,6 +249,11 @@ impl DeviceArray {
         Ok(())
     }
 
+    /// [`prepare_on`](Self::prepare_on)'s checks; true when no other stream's write is pending.
+    pub fn ready_on(&self, s: &Stream) -> Result<bool, Error> {
+        self.check_on(s, "array").map(|()| self.writer_to_wait_for(s).is_none())
+    }
+
     /// Checks the buffer is usable and on `s`'s device, and orders `s` after the buffer's
     /// last writer if that is another stream (a device-side wait, no host blocking).
     pub fn prepare_on(&self, s: &Stream) -> Result<(), Error> {

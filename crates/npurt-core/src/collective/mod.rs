@@ -25,6 +25,8 @@
 //!   grows a thread when jobs outnumber idle threads, so a rank blocked at a rendezvous
 //!   holds only its own stream. A queued collective that never runs (its stream failed
 //!   first) aborts the group, so the other ranks get an error instead of waiting for it.
+//!   [`run_now`] (the bindings' blocking calls, when [`direct_ok`]) runs it on the calling
+//!   thread with no task at all; only a failure becomes a (failed) task of the stream.
 
 mod algo;
 mod board;
@@ -160,6 +162,60 @@ fn launch(
         stream.try_launch_described(Engine::Host, op, d)?
     };
     Ok((ticket.seq, r))
+}
+
+/// Whether a blocking collective may run on the calling thread with no task on `stream`
+/// (the direct path; the caller adds its own conditions: nothing pending that the call
+/// must wait for): the stream is idle and usable, no profiler or sanitizer expects its
+/// tasks, and this thread may block (not a runtime thread). The stream is the group's
+/// own communication stream, whose collectives the communicator (tickets) or the `mpi`
+/// exchange's lock serialise, so nothing else runs on it meanwhile.
+pub fn direct_ok(stream: &Stream) -> bool {
+    !crate::profiler::active()
+        && !crate::sanitizer::on()
+        && !crate::thread_role::is_runtime_thread()
+        && stream.is_idle()
+        && stream.is_usable()
+}
+
+/// A blocking collective on the calling thread, no task ([`direct_ok`] held: the caller
+/// checked it). Returns its sequence number and, when it failed, the launch of a task of
+/// `stream` that fails with its error (the stream's sticky error, raised where the result
+/// is waited for, as on the task path). A group already aborted fails here, as [`enqueue`].
+pub fn run_now(
+    comm: &Communicator,
+    stream: &Stream,
+    desc: OpDesc,
+    send: Option<Region>,
+    recv: Option<Region>,
+    timeout: Option<Duration>,
+) -> crate::Result<(u64, Option<Result<u64, Pending>>)> {
+    check_regions(&desc, comm.world(), send.as_ref(), recv.as_ref()).map_err(Error::Collective)?;
+    let bytes = send.as_ref().or(recv.as_ref()).map_or(0, |r| r.len) as u64;
+    let ticket = comm.claim(desc.kind).map_err(Error::Collective)?;
+    let mut job = Job {
+        comm: comm.clone(),
+        ticket,
+        desc,
+        send,
+        recv,
+        timeout,
+        ran: false,
+    };
+    if let Some(e) = comm.aborted_error(ticket.seq, desc) {
+        return Err(Error::Collective(e)); // dropping the job passes its turn
+    }
+    job.ran = true;
+    let e = match comm.execute(ticket, desc, job.send.as_ref(), job.recv.as_ref(), timeout) {
+        Ok(()) => return Ok((ticket.seq, None)),
+        Err(e) => e,
+    };
+    let d = EngineDesc {
+        name: Some(desc.kind.hccl_name()),
+        ..EngineDesc::new(TaskKind::HostFunc, bytes)
+    };
+    let op = Box::new(move || Err(TaskError::Collective(e)));
+    Ok((ticket.seq, Some(stream.try_launch_host_here(op, d)?)))
 }
 
 /// [`reduce`](reduce::reduce) over byte slices (benchmarks and tests): `dst = srcs[0] ∘

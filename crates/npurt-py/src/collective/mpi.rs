@@ -35,15 +35,23 @@ pub(super) fn deadline(timeout_s: f64) -> Instant {
     Instant::now() + Duration::from_secs_f64(timeout_s.clamp(0.0, 1e9))
 }
 
+/// What a one-call collective's host task shares with its group (one `Arc` a call).
+pub(super) struct Shared {
+    pub(super) x: Mutex<Exchange>,
+    /// The one-call path is on (off once the group failed, a rank left or it closed).
+    pub(super) fast: AtomicBool,
+    /// The abort-notice receive's handle (Python re-posts it: `MpiComm._post_notice`).
+    pub(super) notice: AtomicUsize,
+    /// One-call collectives the native exchange completed: on the calling thread, queued,
+    /// and of those the two-phase ones.
+    pub(super) stats: [AtomicU64; 3],
+}
+
 /// One group's exchange object (see `Exchange`): created by `MpiComm` with mpi4py's handles.
 #[pyclass(module = "npurt", name = "_MpiExchange", frozen)]
 pub(crate) struct PyMpiExchange {
-    pub(super) x: Arc<Mutex<Exchange>>,
+    pub(super) sh: Arc<Shared>,
     pub(super) n: usize,
-    /// The one-call path is on (off once the group failed, a rank left or it closed).
-    pub(super) fast: Arc<AtomicBool>,
-    /// The abort-notice receive's handle (Python re-posts it: `MpiComm._post_notice`).
-    pub(super) notice: Arc<AtomicUsize>,
     /// The group's collective numbering (`MpiBackend`'s: claimed at enqueue).
     pub(super) seq: AtomicU64,
     /// The group's deadline in ns (u64::MAX: none) and the one-phase limit, bytes per peer.
@@ -58,9 +66,6 @@ pub(crate) struct PyMpiExchange {
     /// Per communication stream, its task count after a one-call collective that was
     /// queued (`MpiBackend.run`'s `_tail`: the next call waits for it, else a burst stays queued).
     pub(super) tails: Mutex<Vec<(u64, u64)>>,
-    /// One-call collectives the native exchange completed: on the calling thread, queued,
-    /// and of those the two-phase ones.
-    pub(super) stats: Arc<[AtomicU64; 3]>,
 }
 
 /// `(status, info)`: 0 done (None), 1 timeout (the missing peers), 2 desync (every rank's
@@ -116,10 +121,13 @@ impl PyMpiExchange {
         let x = Exchange::new(self::lib(lib)?, h, rank, size, tag, row, hot)
             .map_err(|c| runtime_error(format!("MPI_Recv_init failed (MPI error {c})")))?;
         Ok(PyMpiExchange {
-            x: Arc::new(Mutex::new(x)),
+            sh: Arc::new(Shared {
+                x: Mutex::new(x),
+                fast: AtomicBool::new(false),
+                notice: AtomicUsize::new(0),
+                stats: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+            }),
             n: size,
-            fast: Arc::new(AtomicBool::new(false)),
-            notice: Arc::new(AtomicUsize::new(0)),
             seq: AtomicU64::new(0),
             timeout_ns: AtomicU64::new(u64::MAX),
             limit: AtomicUsize::new(0),
@@ -127,7 +135,6 @@ impl PyMpiExchange {
             handler: Mutex::new(None),
             marks: Marks::default(),
             tails: Mutex::new(Vec::new()),
-            stats: Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]),
         })
     }
 
@@ -157,7 +164,7 @@ impl PyMpiExchange {
             ops,
             p2p_gather_max,
         };
-        py.detach(|| lock(&self.x).set_data(dh));
+        py.detach(|| lock(&self.sh.x).set_data(dh));
         Ok(())
     }
 
@@ -199,7 +206,7 @@ impl PyMpiExchange {
         let send = side(send, "send")?.map(|r| r.0);
         let recv = side(recv, "recv")?.map(|r| r.0);
         let end = deadline(timeout_s);
-        let x = &self.x;
+        let x = &self.sh.x;
         let (o, heads) = py.detach(|| {
             let mut x = lock(x);
             let o = if data {
@@ -216,7 +223,7 @@ impl PyMpiExchange {
     /// Continues the pending exchange after an abort notice that did not end it.
     fn resume(&self, py: Python<'_>, timeout_s: f64, notice: usize) -> PyResult<(u32, Py<PyAny>)> {
         let end = deadline(timeout_s);
-        let x = &self.x;
+        let x = &self.sh.x;
         let (o, heads) = py.detach(|| {
             let mut x = lock(x);
             if !x.pending() {
@@ -233,13 +240,13 @@ impl PyMpiExchange {
     /// Whether an exchange is pending (MPI owns the buffers).
     #[getter]
     fn pending(&self, py: Python<'_>) -> bool {
-        py.detach(|| lock(&self.x).pending())
+        py.detach(|| lock(&self.sh.x).pending())
     }
 
     /// Frees the persistent receives (when nothing is pending); the one-call path is off.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        self.fast.store(false, Ordering::SeqCst);
-        py.detach(|| lock(&self.x).close())
+        self.sh.fast.store(false, Ordering::SeqCst);
+        py.detach(|| lock(&self.sh.x).close())
             .map_err(|c| runtime_error(format!("MPI_Request_free failed (MPI error {c})")))
     }
 
@@ -256,7 +263,7 @@ impl PyMpiExchange {
 
     #[setter]
     fn set_notice(&self, handle: usize) {
-        self.notice.store(handle, Ordering::SeqCst);
+        self.sh.notice.store(handle, Ordering::SeqCst);
     }
 
     /// Turns the one-call path on (`handler`, the group's deadline in seconds: inf for
@@ -269,7 +276,7 @@ impl PyMpiExchange {
         self.set_timeout(timeout_s);
         self.limit.store(limit, Ordering::SeqCst);
         self.spread.store(spread, Ordering::SeqCst);
-        self.fast.store(on, Ordering::SeqCst);
+        self.sh.fast.store(on, Ordering::SeqCst);
     }
 
     fn set_timeout(&self, timeout_s: f64) {
@@ -285,21 +292,21 @@ impl PyMpiExchange {
     #[getter]
     fn stats(&self) -> (u64, u64) {
         (
-            self.stats[0].load(Ordering::SeqCst),
-            self.stats[1].load(Ordering::SeqCst),
+            self.sh.stats[0].load(Ordering::SeqCst),
+            self.sh.stats[1].load(Ordering::SeqCst),
         )
     }
 
     /// Of [`stats`](Self::stats), the two-phase ones (headers and data natively).
     #[getter]
     fn two_phase_done(&self) -> u64 {
-        self.stats[2].load(Ordering::SeqCst)
+        self.sh.stats[2].load(Ordering::SeqCst)
     }
 
     /// Whether the one-call path is on.
     #[getter]
     fn fast(&self) -> bool {
-        self.fast.load(Ordering::SeqCst)
+        self.sh.fast.load(Ordering::SeqCst)
     }
 
     /// `ProcessGroup.one_call` for the `mpi` backend: see [`PyMpiExchange::one_call`].

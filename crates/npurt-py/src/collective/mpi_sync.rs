@@ -1,21 +1,26 @@
 //! `_MpiExchange.run_sync`: the `mpi` backend's blocking one-phase collective in one native
 //! call (`ProcessGroup.one_call`), and the host task that runs it on the communication
-//! stream. No `unsafe`: MPI is `npurt_core::collective::mpi`'s.
+//! stream. When nothing is pending that the call must wait for, and no profiler or
+//! sanitizer watches the streams, the exchange runs at once on the calling thread, with no
+//! task (the direct path); only an exchange that did not complete becomes a task then, so
+//! its error lands on the communication stream as on the task path. No `unsafe`: MPI is
+//! `npurt_core::collective::mpi`'s.
 
-use super::mpi::{deadline, lock, PyMpiExchange};
+use super::mpi::{deadline, lock, PyMpiExchange, Shared};
 use super::signal_pending;
 use super::sync::check;
 use super::SETTLE;
 use crate::stream::submit;
-use npurt_core::collective::mpi::{Call, Exchange, Outcome};
+use npurt_core::collective::mpi::{Call, Outcome};
 use npurt_core::collective::{CollKind, Region};
 use npurt_core::error::TaskError;
 use npurt_core::profiler::TaskKind;
 use npurt_core::{Engine, EngineDesc, EngineOp};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl PyMpiExchange {
@@ -40,7 +45,7 @@ impl PyMpiExchange {
         streams: &Bound<'_, PyDict>,
         output: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        if !self.fast.load(Ordering::SeqCst) {
+        if !self.sh.fast.load(Ordering::Relaxed) {
             return Ok(false);
         }
         let Some(c) = check(kind, array, op, streams, output)? else {
@@ -80,13 +85,19 @@ impl PyMpiExchange {
             Some(h) => h,
             None => return Ok(false),
         };
-        c.order(&self.marks)?;
         let s = &c.cs;
-        let tail = {
+        // The direct path (`Checked::direct`): the stream's ordering holds by the call
+        // returning when the collective is done.
+        let direct = c.direct()?;
+        if !direct {
+            c.order(&self.marks)?;
+        }
+        // (a queued call's count; direct: the stream is idle, nothing to wait for)
+        let tail = (!direct).then(|| {
             let mut t = lock(&self.tails);
             t.iter().position(|e| e.0 == s.id()).map(|i| t.swap_remove(i).1)
-        };
-        if let Some(tail) = tail {
+        });
+        if let Some(tail) = tail.flatten() {
             if s.submitted_count() == tail && s.has_pending_work() {
                 // nothing came since this group's last (queued) call: wait for it (a failed
                 // one: the launch below reports the stream's error)
@@ -95,30 +106,37 @@ impl PyMpiExchange {
         }
         call.seq = self.next_seq();
         let a = &c.a;
-        let send = Region::of(a.buffer(), a.offset(), a.tensor().nbytes());
-        let recv = match &c.out {
+        // The regions hold the buffers alive while the task is queued and, the receive
+        // side, while an exchange an abort notice paused waits to be resumed. The input is
+        // also the payload (one-phase broadcast: the root's buffer, which is in place).
+        let src = Region::of(a.buffer(), a.offset(), a.tensor().nbytes());
+        let recv = match c.out {
             Some(o) => Region::of(o.buffer(), o.offset(), o.tensor().nbytes()),
-            None => send.clone(),
+            None => src.clone(),
         };
-        // one-phase: the payload (broadcast: the root's buffer); two-phase: the input
-        let src = if c.kind == CollKind::Broadcast && call.eager {
-            recv.clone()
+        let timeout_ns = self.timeout_ns.load(Ordering::Relaxed);
+        let work = if direct {
+            let (sh, end) = (&*self.sh, end_of(timeout_ns));
+            match py.detach(|| exchange(sh, call, src, recv, end)) {
+                Ok(()) => {
+                    count(sh, &call, false);
+                    return Ok(true);
+                }
+                Err((st, info)) => Work::Settle(st, info, end),
+            }
         } else {
-            send.clone()
+            Work::Exchange(src, recv)
         };
-        let arrays = (array.clone().unbind(), output.map(|o| o.clone().unbind()));
-        let ran = Arc::new(AtomicBool::new(false));
+        // The arrays, for the handler of a failure: the caller's clone of the `Arc` is
+        // dropped last (with the GIL) when the task ran here, so no deferred decref.
+        let arrays = Arc::new((array.clone().unbind(), output.map(|o| o.clone().unbind())));
+        let keep = arrays.clone();
+        RAN.with(|r| r.set(false));
         let job = Job {
-            ran: ran.clone(),
-            caller: std::thread::current().id(),
-            stats: self.stats.clone(),
-            x: self.x.clone(),
-            fast: self.fast.clone(),
-            notice: self.notice.clone(),
-            timeout_ns: self.timeout_ns.load(Ordering::SeqCst),
+            sh: self.sh.clone(),
+            timeout_ns,
             call,
-            src,
-            recv,
+            work,
             handler,
             arrays,
         };
@@ -134,64 +152,96 @@ impl PyMpiExchange {
             s.try_launch_described(Engine::Host, op, desc)
         };
         submit(py, s, r)?;
-        if !ran.load(Ordering::SeqCst) {
+        // (not run by this thread: queued, or taken by another; the next call waits for it)
+        if !RAN.with(|r| r.get()) {
             lock(&self.tails).push((s.id(), s.submitted_count()));
         }
+        drop(keep);
         c.finish(&self.marks)?;
         Ok(true)
     }
 }
 
+thread_local! {
+    /// Set by a [`Job`] when it starts, on the thread that runs it: the caller clears it
+    /// before the launch and reads it after (false: queued, or run by another thread).
+    static RAN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The deadline of a call that starts now, `timeout_ns` (u64::MAX: none) from now.
+fn end_of(timeout_ns: u64) -> Instant {
+    match timeout_ns {
+        u64::MAX => deadline(f64::INFINITY),
+        t => Instant::now() + Duration::from_nanos(t),
+    }
+}
+
+/// Counts a call the native exchange completed (`queued`: on a runtime thread).
+fn count(sh: &Shared, call: &Call, queued: bool) {
+    sh.stats[queued as usize].fetch_add(1, Ordering::Relaxed);
+    if !call.eager {
+        sh.stats[2].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One call's exchange (the regions move into it: a pending exchange keeps them): Ok when
+/// it completed the collective, else the status and its information for the handler
+/// (5: not started, the group failed or a rank left since: Python decides).
+fn exchange(sh: &Shared, call: Call, src: Region, recv: Region, end: Instant) -> Result<(), (u32, Info)> {
+    if !sh.fast.load(Ordering::SeqCst) {
+        return Err((5, Info::None));
+    }
+    let mut x = lock(&sh.x);
+    let notice = sh.notice.load(Ordering::SeqCst);
+    let o = if call.eager {
+        x.run(call, Some(&src), Some(recv), end, notice, &mut signal_pending)
+    } else {
+        x.run_two_phase(call, Some(src), Some(recv), end, notice, &mut signal_pending)
+    };
+    Err(match o {
+        Outcome::Done => return Ok(()),
+        Outcome::Timeout(m) => (1, Info::Ranks(m)),
+        Outcome::Desync => (2, Info::Bytes(x.headers())),
+        Outcome::Notice => (3, Info::None),
+        Outcome::Mpi(code) => (4, Info::Code(code)),
+        Outcome::Interrupted => (6, Info::None),
+    })
+}
+
+/// What a task does: the exchange (its regions), or, for a direct-path call that did not
+/// complete, only the handler (status, information, the call's deadline).
+enum Work {
+    Exchange(Region, Region),
+    Settle(u32, Info, Instant),
+}
+
 /// One one-call collective, as a host task of the communication stream.
 struct Job {
-    ran: Arc<AtomicBool>,
-    caller: std::thread::ThreadId,
-    stats: Arc<[AtomicU64; 3]>,
-    x: Arc<Mutex<Exchange>>,
-    fast: Arc<AtomicBool>,
-    notice: Arc<AtomicUsize>,
+    sh: Arc<Shared>,
     timeout_ns: u64,
     call: Call,
-    src: Region,
-    recv: Region,
+    work: Work,
     handler: Arc<Py<PyAny>>,
-    arrays: (Py<PyAny>, Option<Py<PyAny>>),
+    arrays: Arc<(Py<PyAny>, Option<Py<PyAny>>)>,
 }
 
 impl Job {
     fn run(self) -> Result<(), TaskError> {
-        self.ran.store(true, Ordering::SeqCst);
-        let timeout = (self.timeout_ns != u64::MAX).then(|| Duration::from_nanos(self.timeout_ns));
-        let start = Instant::now();
-        let end = timeout.map_or_else(|| deadline(f64::INFINITY), |t| start + t);
-        // 5: not started (the group failed or a rank left since: Python decides)
-        let (st, info) = if self.fast.load(Ordering::SeqCst) {
-            let mut x = lock(&self.x);
-            let notice = self.notice.load(Ordering::SeqCst);
-            let (send, recv) = (self.src.clone(), self.recv.clone());
-            let o = if self.call.eager {
-                x.run(self.call, Some(&send), Some(recv), end, notice, &mut signal_pending)
-            } else {
-                x.run_two_phase(self.call, Some(send), Some(recv), end, notice, &mut signal_pending)
-            };
-            match o {
-                Outcome::Done => {
-                    let queued = std::thread::current().id() != self.caller;
-                    self.stats[queued as usize].fetch_add(1, Ordering::SeqCst);
-                    if !self.call.eager {
-                        self.stats[2].fetch_add(1, Ordering::SeqCst);
+        RAN.with(|r| r.set(true));
+        let (st, info, end) = match self.work {
+            Work::Exchange(src, recv) => {
+                let end = end_of(self.timeout_ns);
+                match exchange(&self.sh, self.call, src, recv, end) {
+                    Ok(()) => {
+                        count(&self.sh, &self.call, npurt_core::thread_role::is_runtime_thread());
+                        return Ok(());
                     }
-                    return Ok(());
+                    Err((st, info)) => (st, info, end),
                 }
-                Outcome::Timeout(m) => (1, Info::Ranks(m)),
-                Outcome::Desync => (2, Info::Bytes(x.headers())),
-                Outcome::Notice => (3, Info::None),
-                Outcome::Mpi(code) => (4, Info::Code(code)),
-                Outcome::Interrupted => (6, Info::None),
             }
-        } else {
-            (5, Info::None)
+            Work::Settle(st, info, end) => (st, info, end),
         };
+        let timeout = (self.timeout_ns != u64::MAX).then(|| Duration::from_nanos(self.timeout_ns));
         let c = self.call;
         let timeout_s = timeout.map_or(f64::INFINITY, |t| t.as_secs_f64());
         let left_s = end.saturating_duration_since(Instant::now()).as_secs_f64();

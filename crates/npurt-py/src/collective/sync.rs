@@ -47,11 +47,12 @@ impl Marks {
     }
 }
 
-/// A blocking collective's arguments, checked, with its streams (see [`check`]).
-pub(super) struct Checked {
+/// A blocking collective's arguments, checked, with its streams (see [`check`]); the
+/// arrays borrowed from their Python objects (no clone of their views on the hot path).
+pub(super) struct Checked<'a> {
     pub kind: CollKind,
-    pub a: DeviceArray,
-    pub out: Option<DeviceArray>,
+    pub a: &'a DeviceArray,
+    pub out: Option<&'a DeviceArray>,
     pub dtype: HcclDataType,
     pub op: ReduceOp,
     pub cs: Stream,
@@ -61,13 +62,13 @@ pub(super) struct Checked {
 /// The general path's rules for a one-call collective (`array`: the native array, `t._a`;
 /// `output`: the native output of the two-buffer collectives): None when the general path
 /// must take the call (nothing done).
-pub(super) fn check(
+pub(super) fn check<'a>(
     kind: &str,
-    array: &Bound<'_, PyAny>,
+    array: &'a Bound<'_, PyAny>,
     op: &Bound<'_, PyAny>,
     streams: &Bound<'_, PyDict>,
-    output: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Option<Checked>> {
+    output: Option<&'a Bound<'_, PyAny>>,
+) -> PyResult<Option<Checked<'a>>> {
     let kind = match (CollKind::from_name(kind), output.is_some()) {
         (Some(k @ (CollKind::AllReduce | CollKind::Broadcast | CollKind::Reduce)), false) => k,
         (Some(k @ (CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll)), true) => k,
@@ -81,7 +82,7 @@ pub(super) fn check(
     // The output of a two-buffer collective: same device and dtype as the input, contiguous.
     let out = match output.map(|o| o.cast::<PyArray>()) {
         None => None,
-        Some(Ok(o)) => Some(o.get().a.clone()),
+        Some(Ok(o)) => Some(&o.get().a),
         Some(Err(_)) => return Ok(None),
     };
     if let Some(o) = &out {
@@ -112,7 +113,7 @@ pub(super) fn check(
     }
     Ok(Some(Checked {
         kind,
-        a: a.clone(),
+        a,
         out,
         dtype,
         op,
@@ -121,7 +122,21 @@ pub(super) fn check(
     }))
 }
 
-impl Checked {
+impl Checked<'_> {
+    /// Whether the call may take the direct path (`collective::direct_ok` for the
+    /// communication stream, and nothing pending on the current stream or on the arrays
+    /// that the call must wait for): then no ordering is needed, the call returns when
+    /// the collective is done. The arrays' checks are [`order`](Self::order)'s.
+    pub(super) fn direct(&self) -> PyResult<bool> {
+        Ok(npurt_core::collective::direct_ok(&self.cs)
+            && !self.cur.has_pending_work()
+            && self.a.ready_on(&self.cs).py_err()?
+            && match self.out {
+                Some(o) => o.ready_on(&self.cs).py_err()?,
+                None => true,
+            })
+    }
+
     /// Orders the communication stream after the current one (unless `marks` says nothing
     /// came since) and after the arrays' writers.
     pub(super) fn order(&self, marks: &Marks) -> PyResult<()> {
@@ -141,7 +156,7 @@ impl Checked {
     /// the communication stream (raised where the result is read), not here.
     pub(super) fn finish(&self, marks: &Marks) -> PyResult<()> {
         let (cs, cur) = (&self.cs, &self.cur);
-        self.out.as_ref().unwrap_or(&self.a).mark_written(cs);
+        self.out.unwrap_or(self.a).mark_written(cs);
         if let Err(e) = cur.wait_stream(cs) {
             if cs.is_usable() || !cur.is_usable() {
                 return Err(e).py_err();
@@ -173,7 +188,10 @@ pub(super) fn run(
     let Some(c) = check(kind, array, op, streams, output)? else {
         return Ok(false);
     };
-    c.order(&comm.marks)?;
+    let direct = run_here && c.direct()?;
+    if !direct {
+        c.order(&comm.marks)?;
+    }
     let (a, t) = (&c.a, c.a.tensor());
     // HCCL's count, as `hccl_count`: the send count for all_gather, the receive count for
     // reduce_scatter, elements per peer for all_to_all, else the buffer's.
@@ -195,7 +213,23 @@ pub(super) fn run(
         // In place: the send side's handle keeps the buffer alive for both.
         None => Region { keep: None, ..send },
     };
-    comm.launch(py, &c.cs, desc, Some(send), Some(recv), None, run_here)?;
+    if direct {
+        let r = py.detach(|| {
+            npurt_core::collective::with_interrupt(super::signal_pending, || {
+                npurt_core::collective::run_now(&comm.c, &c.cs, desc, Some(send), Some(recv), None)
+            })
+        });
+        if let Some(e) = PyErr::take(py) {
+            return Err(e); // a signal (KeyboardInterrupt) ended the collective
+        }
+        match r.py_err()?.1 {
+            None => return Ok(true),
+            // failed: its error is the communication stream's, the current one waits for it
+            Some(failed) => crate::stream::submit(py, &c.cs, Ok(failed))?,
+        }
+    } else {
+        comm.launch(py, &c.cs, desc, Some(send), Some(recv), None, run_here)?;
+    }
     c.finish(&comm.marks)?;
     Ok(true)
 }
