@@ -210,6 +210,7 @@ def check_all(r: int, n: int) -> None:
     cs = next(iter(_default()._streams.values()))
     d = npurt.to_device(np.full(256, r + 1, np.float32))
     host(d)
+    dist.barrier()
     sub0, st0 = cs.submitted, native()
     for _ in range(3):
         dist.all_reduce(d)
@@ -222,6 +223,18 @@ def check_all(r: int, n: int) -> None:
     table = prof.key_averages().table()
     expect(cs.submitted == sub0 + 1 and "HcclAllReduce" in table and np.array_equal(host(d), np.full(256, want * n)),
            f"profiled one-call collective: {cs.submitted - sub0} tasks; {table}")
+
+    # overlapping buffers (the rule of every backend): all_to_all never in place, refused
+    # before any rank is involved, on the one-call path as on the general one
+    ov = npurt.to_device(np.arange(4 * n, dtype=np.float32))
+    for call in (lambda: dist.all_to_all_single(ov[n:3 * n], ov[0:2 * n]),
+                 lambda: dist.all_to_all_single(ov[0:2 * n], ov[n:3 * n], async_op=True)):
+        try:
+            call()
+            expect(False, "overlapping all_to_all ran")
+        except npurt.CollectiveError as e:
+            expect(e.code == 1 and "overlap" in str(e), f"overlapping all_to_all: {e}")
+    expect(np.array_equal(host(ov), np.arange(4 * n)), "overlapping all_to_all left its buffers alone")
 
     # list forms
     lst = [npurt.zeros(5) for _ in range(n)]

@@ -36,6 +36,14 @@ def test_comm_init_all_one_thread_drives_every_rank():
     assert hccl.HcclAllReduce(xs[0], ys[0], 600, hccl.HCCL_DATA_TYPE_FP32, 0, comms[0], streams[0]) == hccl.HCCL_E_PARA
     assert "needed" in hccl.get_last_error_message()
     assert hccl.HcclAllReduce(xs[0], ys[0], 6, 99, 0, comms[0], streams[0]) == hccl.HCCL_E_PARA
+    # buffers that overlap without being the same: HCCL_E_PARA before anything runs (a partial
+    # overlap would read input that a piece of the output already overwrote)
+    big = npurt.to_device(np.arange(12, dtype=np.float32), device=0)
+    for send, recv in ((big[0:6], big[3:9]), (big[3:9], big[0:6])):
+        assert hccl.HcclAllReduce(send, recv, 6, hccl.HCCL_DATA_TYPE_FP32, 0, comms[0], streams[0]) == hccl.HCCL_E_PARA
+        assert "overlap" in hccl.get_last_error_message()
+        assert hccl.HcclReduce(send, recv, 6, hccl.HCCL_DATA_TYPE_FP32, 0, 0, comms[0], streams[0]) == hccl.HCCL_E_PARA
+    assert big.to_host().tolist() == list(range(12))
     for c in comms:
         assert hccl.HcclCommDestroy(c) == 0
 

@@ -29,9 +29,11 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from .. import _npurt
 from . import _mpi_ops as ops
+from . import _mpi_small as small
 from ._backend import Backend, Work, collective_error, hccl_count
 from ._group import register_backend
 from ._mpi_comm import Call, MpiComm
+from ._mpi_data import _addr
 from ._mpi_load import load_mpi
 
 __all__ = ["MpiBackend", "MpiWork", "mpi_world", "select_hccl_backend"]
@@ -122,7 +124,9 @@ class MpiBackend(Backend):
         if dtype not in ops.DTYPES:
             raise collective_error("param", kind, self.comm.seq + 1, [], f"dtype {dtype} is not an HCCL data type", self.rank)
         count = hccl_count(kind, send, recv, self.size)
-        bad = _shape_error(kind, send, recv, self.size)
+        send_mv = _bytes(send)
+        recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
+        bad = _shape_error(kind, send, recv, self.size) or _overlap_error(kind, send_mv, recv_mv)
         if bad:
             raise collective_error("param", kind, self.comm.seq + 1, [], bad, self.rank)
         if self.comm.failed is not None:
@@ -133,8 +137,6 @@ class MpiBackend(Backend):
         t = self._deadline_s(timeout_s)
         peer = int(root) if p2p else -1
         header_count = count * self.size if kind in ("reduce_scatter", "all_to_all") else count
-        send_mv = _bytes(send)
-        recv_mv = send_mv if recv is send else _bytes(recv)  # one view: the data phase runs MPI_IN_PLACE
         call = Call(kind, seq, dtype, header_count, int(op), int(root), send_mv, recv_mv, peer, t)
         call.arrays = (send._a if send is not None else None, recv._a if recv is not None else None)
         work = None if here else MpiWork(call, self.comm)
@@ -227,6 +229,14 @@ def _shape_error(kind: str, send: Any, recv: Any, n: int) -> str:
     if want is not None and recv.size != want[0]:
         return f"{send.size} elements in, {recv.size} out: the output must have {want[1]} elements (world size {n})"
     return ""
+
+
+def _overlap_error(kind: str, send: Any, recv: Any) -> str:
+    """Why these send / receive bytes cannot go together in ``kind`` ('' when they can):
+    the one rule of every backend (``collective::overlap_error``)."""
+    if send is None or recv is None or send is recv or kind not in small.KINDS:
+        return ""
+    return _npurt._coll_overlap(small.KINDS[kind], (_addr(send), len(send)), (_addr(recv), len(recv))) or ""
 
 
 def _bytes(arr: Any) -> Any:

@@ -50,7 +50,7 @@ pub use comm::{default_timeout, Communicator, Transport, DEFAULT_TIMEOUT, TIMEOU
 pub use eager::{EAGER_BYTES, EAGER_ENV};
 pub use error::{AbortCause, CollectiveError, HcclResult, Ranks};
 pub use rendezvous::{pid_dead, with_interrupt};
-pub use types::{CollKind, HcclDataType, OpDesc, ReduceOp, Region};
+pub use types::{overlap_error, CollKind, HcclDataType, OpDesc, ReduceOp, Region};
 
 use crate::error::{Error, TaskError};
 use crate::profiler::TaskKind;

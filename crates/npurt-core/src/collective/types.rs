@@ -290,6 +290,22 @@ impl Region {
     }
 }
 
+/// Why `kind` cannot run with these send and receive bytes (`(address, length)`), or None:
+/// all_to_all never in place; all_reduce and reduce in place only exactly (the receive
+/// buffer the send buffer itself: a partial overlap would read input a piece of the
+/// output already overwrote). Every backend asks this one rule (`mpi`: `_coll_overlap`).
+pub fn overlap_error(kind: CollKind, send: (usize, usize), recv: (usize, usize)) -> Option<&'static str> {
+    let overlap = send.1 > 0 && recv.1 > 0 && send.0 < recv.0 + recv.1 && recv.0 < send.0 + send.1;
+    match kind {
+        _ if !overlap => None,
+        CollKind::AllToAll => Some("the send and receive buffers overlap (all_to_all cannot run in place)"),
+        CollKind::AllReduce | CollKind::Reduce if send.0 != recv.0 => {
+            Some("the send and receive buffers overlap without being the same buffer (in place means recv is send)")
+        }
+        _ => None,
+    }
+}
+
 /// Checks the buffers against the descriptor: present where needed and large enough.
 pub(crate) fn check_regions(desc: &OpDesc, world: u32, send: Option<&Region>, recv: Option<&Region>) -> CResult<()> {
     let (ns, nr) = desc.buffer_bytes(world)?;
@@ -316,17 +332,13 @@ pub(crate) fn check_regions(desc: &OpDesc, world: u32, send: Option<&Region>, re
         _ => {
             need(send, ns, "send")?;
             need(recv, nr, "receive")?;
-            if desc.kind == CollKind::AllToAll {
-                if let (Some(s), Some(r)) = (send, recv) {
-                    if s.addr < r.addr + nr && r.addr < s.addr + ns && nr > 0 {
-                        return Err(CollectiveError::param(
-                            name,
-                            "the send and receive buffers overlap (all_to_all cannot run in place)",
-                        ));
-                    }
-                }
+            match (send, recv) {
+                (Some(s), Some(r)) => match overlap_error(desc.kind, (s.addr, ns), (r.addr, nr)) {
+                    Some(why) => Err(CollectiveError::param(name, why)),
+                    None => Ok(()),
+                },
+                _ => Ok(()),
             }
-            Ok(())
         }
     }
 }
@@ -355,5 +367,25 @@ mod tests {
         };
         assert!(b.buffer_bytes(4).is_err());
         assert_eq!(HcclDataType::from_u32(11), Some(HcclDataType::Bfp16));
+    }
+
+    #[test]
+    fn overlap_rule() {
+        use CollKind::*;
+        let e = |k, s, r| overlap_error(k, s, r).is_some();
+        // exactly in place: all_reduce / reduce yes, all_to_all never
+        assert!(!e(AllReduce, (1000, 64), (1000, 64)) && !e(Reduce, (1000, 64), (1000, 64)));
+        assert!(e(AllToAll, (1000, 64), (1000, 64)));
+        // a partial overlap either way round
+        for k in [AllReduce, Reduce, AllToAll] {
+            assert!(e(k, (1000, 64), (1032, 64)) && e(k, (1032, 64), (1000, 64)), "{k:?}");
+            assert!(
+                !e(k, (1000, 64), (1064, 64)) && !e(k, (1064, 64), (1000, 64)),
+                "{k:?} adjacent"
+            );
+            assert!(!e(k, (1000, 0), (1000, 64)), "{k:?} empty");
+        }
+        // the in-place forms of all_gather and reduce_scatter are theirs to handle
+        assert!(!e(AllGather, (1016, 16), (1000, 64)) && !e(ReduceScatter, (1000, 64), (1016, 16)));
     }
 }

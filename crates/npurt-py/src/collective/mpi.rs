@@ -360,6 +360,13 @@ fn _mpi_native_data(kind: u32, dtype: u32, count: u64, op: u32, root: u32, n: us
     header_call(kind, dtype, count, op, root, false).is_some_and(|c| npurt_core::collective::mpi::native_data(&c, n))
 }
 
+/// Why a collective (`_mpi_small.KINDS` code) cannot run with these send and receive bytes
+/// (`(address, length)`), or None: the one rule of every backend (`collective::overlap_error`).
+#[pyfunction]
+fn _coll_overlap(kind: u32, send: (usize, usize), recv: (usize, usize)) -> Option<&'static str> {
+    CollKind::from_u32(kind).and_then(|k| npurt_core::collective::overlap_error(k, send, recv))
+}
+
 /// Bytes of each per-peer receive row of an `n`-rank group (`collective::mpi::inbox_bytes`).
 #[pyfunction]
 fn _mpi_inbox_bytes(n: usize) -> usize {
@@ -374,6 +381,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("_MPI_MAX_RANKS", npurt_core::collective::mpi::MAX_RANKS)?;
     m.add_function(wrap_pyfunction!(_mpi_inbox_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(_mpi_native_data, m)?)?;
+    m.add_function(wrap_pyfunction!(_coll_overlap, m)?)?;
     m.add("_MPI_P2P_GATHER_MAX", npurt_core::collective::mpi::P2P_GATHER_MAX)?;
     Ok(())
 }

@@ -61,7 +61,12 @@ impl PyMpiExchange {
             (CollKind::AllToAll, Some(o)) => numel % n == 0 && o.tensor().numel() == numel,
             _ => false,
         };
-        if !shapes_ok || (root as usize) >= n {
+        // ... and the buffers' overlap rule (`collective::overlap_error`, which it raises)
+        let span = |x: &npurt_kernels::DeviceArray| (x.buffer().addr() + x.offset(), x.tensor().nbytes());
+        let overlap = c
+            .out
+            .is_some_and(|o| npurt_core::collective::overlap_error(c.kind, span(c.a), span(o)).is_some());
+        if !shapes_ok || overlap || (root as usize) >= n {
             return Ok(false);
         }
         let mut call = Call {
@@ -88,7 +93,7 @@ impl PyMpiExchange {
         let s = &c.cs;
         // The direct path (`Checked::direct`): the stream's ordering holds by the call
         // returning when the collective is done.
-        let direct = c.direct()?;
+        let direct = c.direct(py)?;
         if !direct {
             c.order(&self.marks)?;
         }

@@ -127,8 +127,12 @@ impl Checked<'_> {
     /// communication stream, and nothing pending on the current stream or on the arrays
     /// that the call must wait for): then no ordering is needed, the call returns when
     /// the collective is done. The arrays' checks are [`order`](Self::order)'s.
-    pub(super) fn direct(&self) -> PyResult<bool> {
-        Ok(npurt_core::collective::direct_ok(&self.cs)
+    /// A stream whose last task just completed on a preempted thread counts as idle
+    /// (`Stream::settle`, GIL released), as for the run-here task.
+    pub(super) fn direct(&self, py: Python<'_>) -> PyResult<bool> {
+        let idle = self.cs.is_idle() || py.detach(|| self.cs.settle(super::SETTLE));
+        Ok(idle
+            && npurt_core::collective::direct_ok(&self.cs)
             && !self.cur.has_pending_work()
             && self.a.ready_on(&self.cs).py_err()?
             && match self.out {
@@ -188,7 +192,7 @@ pub(super) fn run(
     let Some(c) = check(kind, array, op, streams, output)? else {
         return Ok(false);
     };
-    let direct = run_here && c.direct()?;
+    let direct = run_here && c.direct(py)?;
     if !direct {
         c.order(&comm.marks)?;
     }
