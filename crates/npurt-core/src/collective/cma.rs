@@ -58,9 +58,11 @@ pub(crate) fn setting(world: u32, cpus: usize) -> u64 {
 /// Rapids, 2 vCPUs), where a copy between cores runs at 10-17 GB/s, so the staged path's
 /// second copy costs as much as the first (docs/BENCH.md, "The `shm` single copy"):
 /// - all_gather, all_to_all from 8 KiB (16 KiB-16 MiB: up to 2.7x faster than the eager
-///   and staged paths), up to where the staged path's streaming stores start (`stream`:
-///   the group's results reach `STREAM_BYTES`; 64 MiB: the staged path 1.3x faster, its
-///   stores skip the reads);
+///   and staged paths), up to where the staged path's streaming stores start (`group`,
+///   the bytes of the group's results, reach `STREAM_BYTES`; 64 MiB: the staged path 1.3x
+///   faster, its stores skip the reads); with more ranks than cores, all_to_all up to 4x
+///   that (4 ranks on 2 cores, 16 MiB: 2.9-3.3 ms against the staged path's 4.6-4.7; 64
+///   MiB 23.8-24.1 against 20.1-23.5; all_gather 64 MiB 20.9-25.2 against 11.9-13.8);
 /// - broadcast 64 KiB-2 MiB (128 KiB-1 MiB 2-3x, 64 KiB 3.4 against the eager path's
 ///   4.2-4.3 µs, 32 KiB no faster; 4-64 MiB: the ring through the root's slot keeps both
 ///   cores busy, a lone reader does not);
@@ -73,7 +75,8 @@ pub(crate) fn setting(world: u32, cpus: usize) -> u64 {
 /// With more ranks than cores ([`AUTO_CROWDED`]) nothing below 64 KiB: each read is a
 /// system call per peer, and the eager path's copies were faster there (4 ranks on 2
 /// cores, 64 KiB all_gather 17 against 26 us).
-pub(crate) fn window(kind: CollKind, min: u64, stream: bool) -> (u64, u64) {
+pub(crate) fn window(kind: CollKind, min: u64, group: u64) -> (u64, u64) {
+    let stream = group >= STREAM_BYTES as u64;
     let pick = |auto: u64| match min {
         AUTO => auto,
         AUTO_CROWDED => auto.max(64 << 10),
@@ -81,6 +84,7 @@ pub(crate) fn window(kind: CollKind, min: u64, stream: bool) -> (u64, u64) {
     };
     match kind {
         CollKind::AllGather | CollKind::AllToAll if !stream => (pick(8 << 10), u64::MAX),
+        CollKind::AllToAll if min == AUTO_CROWDED && group < 4 * STREAM_BYTES as u64 => (pick(8 << 10), u64::MAX),
         // crowded: a reader per core at a time (4 ranks on 2 cores, 64 KiB: 15.9-17.9 µs
         // against the eager path's 11.0-11.7)
         CollKind::Broadcast if min == AUTO_CROWDED => (128 << 10, 2 << 20),
@@ -170,10 +174,10 @@ pub(crate) fn preferred(c: &CommInner, d: &OpDesc) -> bool {
         CollKind::AllReduce => d.count * e / n,
         _ => d.count * e,
     };
-    let stream = d
+    let group = d
         .buffer_bytes(c.world)
-        .map_or(true, |b| b.1 as u64 * n >= STREAM_BYTES as u64);
-    let (from, to) = window(d.kind, min, stream);
+        .map_or(u64::MAX, |b| (b.1 as u64).saturating_mul(n));
+    let (from, to) = window(d.kind, min, group);
     per_peer > 0 && per_peer >= from && per_peer < to
 }
 
@@ -342,16 +346,21 @@ mod tests {
     fn the_windows_per_kind() {
         use CollKind::*;
         let k = 1u64 << 10;
-        assert_eq!(window(AllToAll, AUTO, false), (8 * k, u64::MAX));
-        assert_eq!(window(AllGather, AUTO, true).0, u64::MAX); // streaming stores: staged
-        assert_eq!(window(Broadcast, AUTO, false), (64 * k, 2048 * k));
-        assert_eq!(window(AllGather, AUTO_CROWDED, false).0, 64 * k); // more ranks than cores
-        assert_eq!(window(Broadcast, AUTO_CROWDED, false).0, 128 * k);
-        assert_eq!(window(AllReduce, AUTO_CROWDED, false).0, 1024 * k);
-        assert_eq!(window(AllReduce, AUTO, true), (1024 * k, u64::MAX));
-        assert_eq!(window(ReduceScatter, AUTO, false), (8 * k, 512 * k));
-        assert_eq!(window(AllReduce, 1, false).0, 1); // an explicit setting: every kind
-        assert_eq!(window(Reduce, AUTO, false).0, u64::MAX); // not run here
-        assert_eq!(window(Barrier, 1, false).0, u64::MAX);
+        let (small, big) = (k, 64 * 1024 * k); // the group's results: below / at STREAM_BYTES
+        assert_eq!(window(AllToAll, AUTO, small), (8 * k, u64::MAX));
+        assert_eq!(window(AllGather, AUTO, big).0, u64::MAX); // streaming stores: staged
+        assert_eq!(window(AllToAll, AUTO, big).0, u64::MAX);
+        assert_eq!(window(Broadcast, AUTO, small), (64 * k, 2048 * k));
+        assert_eq!(window(AllGather, AUTO_CROWDED, small).0, 64 * k); // more ranks than cores
+        assert_eq!(window(AllGather, AUTO_CROWDED, big).0, u64::MAX);
+        assert_eq!(window(AllToAll, AUTO_CROWDED, big).0, 64 * k); // crowded: up to 4x
+        assert_eq!(window(AllToAll, AUTO_CROWDED, 4 * big).0, u64::MAX);
+        assert_eq!(window(Broadcast, AUTO_CROWDED, small).0, 128 * k);
+        assert_eq!(window(AllReduce, AUTO_CROWDED, small).0, 1024 * k);
+        assert_eq!(window(AllReduce, AUTO, big), (1024 * k, u64::MAX));
+        assert_eq!(window(ReduceScatter, AUTO, small), (8 * k, 512 * k));
+        assert_eq!(window(AllReduce, 1, small).0, 1); // an explicit setting: every kind
+        assert_eq!(window(Reduce, AUTO, small).0, u64::MAX); // not run here
+        assert_eq!(window(Barrier, 1, small).0, u64::MAX);
     }
 }
