@@ -127,15 +127,15 @@ pub fn enqueue_or_run(
     launch(comm, stream, desc, send, recv, timeout, true)
 }
 
-fn launch(
+/// The checks, the ticket and the task description of a collective; a group already
+/// aborted fails here (dropping the job passes its turn).
+fn claim(
     comm: &Communicator,
-    stream: &Stream,
     desc: OpDesc,
     send: Option<Region>,
     recv: Option<Region>,
     timeout: Option<Duration>,
-    here: bool,
-) -> crate::Result<(u64, Result<u64, Pending>)> {
+) -> crate::Result<(Job, EngineDesc)> {
     check_regions(&desc, comm.world(), send.as_ref(), recv.as_ref()).map_err(Error::Collective)?;
     let bytes = send.as_ref().or(recv.as_ref()).map_or(0, |r| r.len) as u64;
     let ticket = comm.claim(desc.kind).map_err(Error::Collective)?;
@@ -149,19 +149,33 @@ fn launch(
         ran: false,
     };
     if let Some(e) = comm.aborted_error(ticket.seq, desc) {
-        return Err(Error::Collective(e)); // dropping the job passes its turn
+        return Err(Error::Collective(e));
     }
     let d = EngineDesc {
         name: Some(desc.kind.hccl_name()),
         ..EngineDesc::new(TaskKind::HostFunc, bytes)
     };
+    Ok((job, d))
+}
+
+fn launch(
+    comm: &Communicator,
+    stream: &Stream,
+    desc: OpDesc,
+    send: Option<Region>,
+    recv: Option<Region>,
+    timeout: Option<Duration>,
+    here: bool,
+) -> crate::Result<(u64, Result<u64, Pending>)> {
+    let (job, d) = claim(comm, desc, send, recv, timeout)?;
+    let seq = job.ticket.seq;
     let op = Box::new(move || job.run());
     let r = if here {
         stream.try_launch_host_here(op, d)?
     } else {
         stream.try_launch_described(Engine::Host, op, d)?
     };
-    Ok((ticket.seq, r))
+    Ok((seq, r))
 }
 
 /// Whether a blocking collective may run on the calling thread with no task on `stream`
@@ -190,32 +204,15 @@ pub fn run_now(
     recv: Option<Region>,
     timeout: Option<Duration>,
 ) -> crate::Result<(u64, Option<Result<u64, Pending>>)> {
-    check_regions(&desc, comm.world(), send.as_ref(), recv.as_ref()).map_err(Error::Collective)?;
-    let bytes = send.as_ref().or(recv.as_ref()).map_or(0, |r| r.len) as u64;
-    let ticket = comm.claim(desc.kind).map_err(Error::Collective)?;
-    let mut job = Job {
-        comm: comm.clone(),
-        ticket,
-        desc,
-        send,
-        recv,
-        timeout,
-        ran: false,
-    };
-    if let Some(e) = comm.aborted_error(ticket.seq, desc) {
-        return Err(Error::Collective(e)); // dropping the job passes its turn
-    }
+    let (mut job, d) = claim(comm, desc, send, recv, timeout)?;
+    let seq = job.ticket.seq;
     job.ran = true;
-    let e = match comm.execute(ticket, desc, job.send.as_ref(), job.recv.as_ref(), timeout) {
-        Ok(()) => return Ok((ticket.seq, None)),
+    let e = match comm.execute(job.ticket, desc, job.send.as_ref(), job.recv.as_ref(), timeout) {
+        Ok(()) => return Ok((seq, None)),
         Err(e) => e,
     };
-    let d = EngineDesc {
-        name: Some(desc.kind.hccl_name()),
-        ..EngineDesc::new(TaskKind::HostFunc, bytes)
-    };
     let op = Box::new(move || Err(TaskError::Collective(e)));
-    Ok((ticket.seq, Some(stream.try_launch_host_here(op, d)?)))
+    Ok((seq, Some(stream.try_launch_host_here(op, d)?)))
 }
 
 /// [`reduce`](reduce::reduce) over byte slices (benchmarks and tests): `dst = srcs[0] ∘

@@ -26,8 +26,10 @@ use std::time::{Duration, Instant};
 impl PyMpiExchange {
     /// `dist.all_reduce(t)` and the other one-call collectives (`sync::check`'s) on the
     /// one-phase path with no Python in between: the checks and stream ordering of
-    /// `_Comm.run_sync`, the collective number, then the exchange as a host task on the
-    /// communication stream (this thread runs it when that stream is idle, GIL released).
+    /// `_Comm.run_sync`, the collective number, then the exchange: at once on this thread,
+    /// with no task, when `Checked::direct` holds (GIL released; a failure then becomes a
+    /// task that runs the handler), else as a host task on the communication stream (this
+    /// thread runs it when that stream is idle, GIL released).
     /// Calls above the one-phase limit whose data phase runs natively too
     /// (`collective::mpi::native_data`) take this path as two-phase calls: the headers,
     /// then the data on the data communicator, in the same host task.
