@@ -42,8 +42,9 @@ pub(super) struct Shared {
     pub(super) fast: AtomicBool,
     /// The abort-notice receive's handle (Python re-posts it: `MpiComm._post_notice`).
     pub(super) notice: AtomicUsize,
-    /// One-call collectives the native exchange completed: on the calling thread, queued,
-    /// and of those the two-phase ones.
+    /// One-call collectives the native exchange completed: on a thread of the caller's
+    /// (directly or as a task run there), queued (run by a runtime thread), and of those
+    /// the two-phase ones.
     pub(super) stats: [AtomicU64; 3],
 }
 
@@ -288,7 +289,8 @@ impl PyMpiExchange {
         self.timeout_ns.store(ns, Ordering::SeqCst);
     }
 
-    /// `(on the calling thread, queued)`: one-call collectives the native exchange completed.
+    /// `(on a thread of the caller's, queued on a runtime thread)`: one-call collectives the
+    /// native exchange completed.
     #[getter]
     fn stats(&self) -> (u64, u64) {
         (
